@@ -1,0 +1,214 @@
+// The C boundary: handle conversion, argument checks and status codes.
+// Nothing below this file knows about the C types' error conventions, and
+// no C++ exception crosses it (user code runs inside run_guarded).
+#include <cstddef>
+#include <cstring>
+
+#include "blitz.h"
+#include "group.hpp"
+#include "registry.hpp"
+#include "task.hpp"
+#include "worker.hpp"
+
+using blz::Group;
+using blz::Registry;
+using blz::SpawnedJob;
+using blz::Worker;
+
+namespace {
+
+// The size of blz_pool_config in version 0.1: the smallest struct_size accepted.
+constexpr uint32_t kConfigSizeV01 = offsetof(blz_pool_config, user) + sizeof(void *);
+
+Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }
+const Registry *registry_of(const blz_pool *pool) { return reinterpret_cast<const Registry *>(pool); }
+Group *group_of(blz_group *group) { return reinterpret_cast<Group *>(group); }
+
+// The calling worker if it belongs to `registry`, else nullptr.
+Worker *own_worker(const Registry *registry) {
+    Worker *worker = Worker::current();
+    return worker != nullptr && &worker->registry() == registry ? worker : nullptr;
+}
+
+// Checks shared by every call that submits work to a pool.
+blz_status check_pool(const Registry *registry) {
+    if (registry == nullptr) return BLZ_EINVAL;
+    if (registry->forked()) return BLZ_EFORK;
+    return BLZ_OK;
+}
+
+// The fields of blz_stats that fit in `size` bytes, rounded down to a field boundary.
+size_t stats_prefix(uint32_t size) {
+    const size_t head = offsetof(blz_stats, jobs_executed);  // four uint32_t fields
+    if (size >= sizeof(blz_stats)) return sizeof(blz_stats);
+    if (size < head) return size / sizeof(uint32_t) * sizeof(uint32_t);
+    return head + (size - head) / sizeof(uint64_t) * sizeof(uint64_t);
+}
+
+size_t automatic_grain(size_t count, uint32_t num_threads) {
+    size_t pieces = size_t{8} * num_threads;
+    size_t grain = count / pieces;
+    return grain > 0 ? grain : 1;
+}
+
+blz_status fork_join_slow(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
+    Registry *registry = registry_of(pool);
+    if (a == nullptr || b == nullptr) return BLZ_EINVAL;
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    if (Worker *worker = own_worker(registry)) return blz::fork_join_on_worker(*worker, a, arg_a, b, arg_b);
+    auto on_worker = [&] {
+        return blz::fork_join_on_worker(*Worker::current(), a, arg_a, b, arg_b) == BLZ_OK;
+    };
+    return registry->call_from_outside(on_worker);
+}
+
+}  // namespace
+
+extern "C" {
+
+BLZ_API uint32_t blz_version_number(void) { return BLZ_VERSION_NUMBER; }
+
+BLZ_API const char *blz_status_string(blz_status status) {
+    switch (status) {
+        case BLZ_OK: return "BLZ_OK: success";
+        case BLZ_EINVAL: return "BLZ_EINVAL: invalid argument";
+        case BLZ_ENOMEM: return "BLZ_ENOMEM: out of memory";
+        case BLZ_ETHREAD: return "BLZ_ETHREAD: the OS refused to start a worker thread";
+        case BLZ_ESHUTDOWN: return "BLZ_ESHUTDOWN: the pool is being destroyed";
+        case BLZ_EDEADLK: return "BLZ_EDEADLK: the call would wait for itself";
+        case BLZ_ETASK: return "BLZ_ETASK: a task ended by an exception";
+        case BLZ_EFORK: return "BLZ_EFORK: the pool belongs to the parent of a fork()";
+        default: return "unknown libblitz status";
+    }
+}
+
+BLZ_API void blz_pool_config_init(blz_pool_config *config) {
+    if (config == nullptr) return;
+    std::memset(config, 0, sizeof(*config));
+    config->struct_size = sizeof(*config);
+}
+
+BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out_pool) {
+    if (out_pool == nullptr) return BLZ_EINVAL;
+    blz_pool_config effective;
+    blz_pool_config_init(&effective);
+    if (config != nullptr) {
+        if (config->struct_size < kConfigSizeV01) return BLZ_EINVAL;
+        std::memcpy(&effective, config, kConfigSizeV01);  // the fields this version knows
+        effective.struct_size = sizeof(effective);
+    }
+    if (effective.num_threads > BLZ_MAX_THREADS) return BLZ_EINVAL;
+    Registry *registry = nullptr;
+    blz_status status = Registry::create(effective, &registry);
+    if (status == BLZ_OK) *out_pool = reinterpret_cast<blz_pool *>(registry);
+    return status;
+}
+
+BLZ_API blz_status blz_pool_destroy(blz_pool *pool) {
+    if (pool == nullptr) return BLZ_EINVAL;
+    return registry_of(pool)->destroy();
+}
+
+BLZ_API uint32_t blz_pool_num_threads(const blz_pool *pool) {
+    return pool != nullptr ? registry_of(pool)->num_threads() : 0;
+}
+
+BLZ_API int32_t blz_worker_index(const blz_pool *pool) {
+    if (pool == nullptr) return -1;
+    Worker *worker = own_worker(registry_of(pool));
+    return worker != nullptr ? static_cast<int32_t>(worker->index()) : -1;
+}
+
+BLZ_API blz_status blz_pool_stats(const blz_pool *pool, blz_stats *out_stats) {
+    if (pool == nullptr || out_stats == nullptr || out_stats->struct_size < sizeof(uint32_t)) {
+        return BLZ_EINVAL;
+    }
+    // Admitted like any call, so that a concurrent destroy keeps the
+    // workers (whose counters are read) alive until we are done.
+    Registry *registry = const_cast<Registry *>(registry_of(pool));
+    if (registry->forked()) return BLZ_EFORK;
+    blz_status status = registry->enter();
+    if (status != BLZ_OK) return status;
+    blz_stats full;
+    std::memset(&full, 0, sizeof(full));
+    registry->fill_stats(full);
+    registry->leave();
+    full.struct_size = out_stats->struct_size;
+    std::memcpy(out_stats, &full, stats_prefix(out_stats->struct_size));
+    return BLZ_OK;
+}
+
+BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **out_task) {
+    if (fn == nullptr) return BLZ_EINVAL;
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    return blz::spawn_task(*registry, fn, arg, nullptr, out_task);
+}
+
+BLZ_API blz_status blz_join(blz_task *task) {
+    if (task == nullptr) return BLZ_EINVAL;
+    return blz::join_task(reinterpret_cast<SpawnedJob *>(task));
+}
+
+BLZ_API blz_status blz_fork_join(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
+    // The hot path: a worker of this pool forking, with both functions given.
+    Worker *worker = Worker::current();
+    if (worker != nullptr && &worker->registry() == registry_of(pool) && a != nullptr && b != nullptr)
+        [[likely]] {
+        return blz::fork_join_on_worker(*worker, a, arg_a, b, arg_b);
+    }
+    return fork_join_slow(pool, a, arg_a, b, arg_b);
+}
+
+BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg) {
+    if (fn == nullptr) return BLZ_EINVAL;
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    auto run = [&] { return blz::CFunction{fn, arg}(); };
+    if (own_worker(registry) != nullptr) return run() ? BLZ_OK : BLZ_ETASK;
+    return registry->call_from_outside(run);
+}
+
+BLZ_API blz_status blz_parallel_for(blz_pool *pool, size_t begin, size_t end, size_t grain,
+                                    blz_range_fn body, void *arg) {
+    if (body == nullptr || begin > end) return BLZ_EINVAL;
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    if (begin == end) return BLZ_OK;
+    if (grain == 0) grain = automatic_grain(end - begin, registry->num_threads());
+    auto run = [&] { return blz::parallel_for_on_worker(*registry, begin, end, grain, body, arg); };
+    if (own_worker(registry) != nullptr) return run() ? BLZ_OK : BLZ_ETASK;
+    return registry->call_from_outside(run);
+}
+
+BLZ_API blz_status blz_group_create(blz_pool *pool, blz_group **out_group) {
+    if (out_group == nullptr) return BLZ_EINVAL;
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    Group *group = nullptr;
+    status = Group::create(*registry, &group);
+    if (status == BLZ_OK) *out_group = reinterpret_cast<blz_group *>(group);
+    return status;
+}
+
+BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg) {
+    if (group == nullptr || fn == nullptr) return BLZ_EINVAL;
+    return group_of(group)->spawn(fn, arg);
+}
+
+BLZ_API blz_status blz_group_wait(blz_group *group) {
+    if (group == nullptr) return BLZ_EINVAL;
+    return group_of(group)->wait();
+}
+
+BLZ_API blz_status blz_group_destroy(blz_group *group) {
+    if (group == nullptr) return BLZ_EINVAL;
+    return group_of(group)->destroy();
+}
+
+}  // extern "C"

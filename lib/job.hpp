@@ -1,0 +1,83 @@
+// Job: the unit the deques and the injector carry, and StackJob, the job
+// that lives in the frame of the thread waiting for it (fork-join's second
+// half, calls from outside the pool): no heap allocation.
+#pragma once
+
+#include <atomic>
+#include <cxxabi.h>
+
+#include "latch.hpp"
+
+namespace blz {
+
+struct Job {
+    using Execute = void (*)(Job *);
+
+    Job() = default;  // the injector's stub
+    explicit Job(Execute execute_fn) : execute(execute_fn) {}
+
+    Execute execute = nullptr;
+    std::atomic<Job *> next{nullptr};  // the injector's link
+};
+
+struct SpawnedJob;
+
+// What the calling thread is working for right now, innermost first: the
+// spawned tasks it runs (a task can wait, and while waiting run another
+// one), and, through bridge frames, the tasks of whoever submitted a stack
+// job it runs (a stolen fork-join half or a call from another thread works
+// for the submitter's tasks too). Waiting for any task in this tree would
+// wait for itself. Every frame lives on a stack that cannot unwind before
+// the work it describes has finished.
+struct TaskFrame {
+    const SpawnedJob *task;      // nullptr in a bridge frame
+    const TaskFrame *outer;      // this thread's enclosing frames
+    const TaskFrame *submitter;  // bridge frames: the submitter's frames
+};
+extern constinit thread_local const TaskFrame *t_task_frames __attribute__((tls_model("initial-exec")));
+
+// Counts a task that ended by an exception in the calling worker's pool.
+void count_task_failure();
+
+// Runs user code at the runtime's boundary, on a worker: an exception is
+// caught, counted, and reported as false. Thread cancellation's forced
+// unwind is not an error of the task and keeps unwinding.
+template <class F>
+bool run_guarded(F &&f) {
+    try {
+        f();
+        return true;
+    } catch (abi::__forced_unwind &) {
+        throw;
+    } catch (...) {
+        count_task_failure();
+        return false;
+    }
+}
+
+// Runs `fn` (a callable returning true when it ended normally) on whatever
+// thread takes the job, then sets the latch its waiter waits on.
+template <class F>
+struct StackJob : Job {
+    template <class G>
+    StackJob(G &&f, Latch::Waiter waiter)
+        : Job(&run), fn(static_cast<G &&>(f)), latch(waiter), submitter_frames(t_task_frames) {}
+
+    F fn;
+    Latch latch;
+    const TaskFrame *const submitter_frames;  // valid while the submitter waits for us
+    bool ok = false;  // written before latch.set(), read after the latch is seen set
+
+    // Run by a thread other than the submitter (the submitter pops its own
+    // job back and calls fn directly).
+    static void run(Job *job) {
+        auto *self = static_cast<StackJob *>(job);
+        TaskFrame bridge{nullptr, t_task_frames, self->submitter_frames};
+        t_task_frames = &bridge;
+        self->ok = self->fn();
+        t_task_frames = bridge.outer;
+        self->latch.set();  // last access: the frame holding *self may end now
+    }
+};
+
+}  // namespace blz

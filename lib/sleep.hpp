@@ -1,0 +1,306 @@
+// Sleep: when idle workers block, and who wakes them. docs/protocol.md
+// carries the whole argument; the rules each function keeps are restated
+// where the function keeps them.
+//
+// A worker that finds no work calls no_work_found() once per search round:
+//   rounds 0 .. kRoundsUntilSleepy-1   yield and search again;
+//   round kRoundsUntilSleepy           get sleepy: JEC odd -> even, remember it;
+//   then one more search, then sleep():
+//     latch UNSET -> SLEEPY; lock own mutex; latch SLEEPY -> SLEEPING;
+//     JEC still the remembered value? else search again (from "sleepy");
+//     +1 sleeping in the same CAS that re-checks the JEC;
+//     seq-cst fence; final check of the injector;
+//     block on the condition variable until a waker clears is_blocked.
+// A poster publishes its job, (injector only: seq-cst fence), turns an even
+// JEC odd, and wakes at most num_jobs sleepers, decrementing `sleeping` for
+// each worker it wakes (the waker decrements, never the woken worker).
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <new>
+
+#include "core_latch.hpp"
+#include "counters.hpp"
+#include "sync.hpp"
+
+namespace blz {
+
+// Idle rounds spent searching (and yielding) before a worker gets sleepy.
+inline constexpr uint32_t kRoundsUntilSleepy = 32;
+// The round at which a sleepy worker blocks: one more search after getting sleepy.
+inline constexpr uint32_t kRoundsUntilSleeping = kRoundsUntilSleepy + 1;
+
+// A worker's progress towards sleep during one idle period.
+struct IdleState {
+    uint32_t worker_index;
+    uint32_t rounds = 0;
+    uint32_t jec = 0;  // meaningful once rounds > kRoundsUntilSleepy
+
+    void wake_fully() { rounds = 0; }
+    // Back to just before getting sleepy: one more search, then try again.
+    void wake_partly() { rounds = kRoundsUntilSleepy; }
+};
+
+enum class IdleOutcome {
+    kKeepLooking,  // yielded (or got sleepy); search again
+    kLatchSet,     // the awaited latch was set on the way to sleep
+    kAborted,      // the last check found new work (JEC changed or injected job)
+    kWoken,        // blocked, then woken
+};
+
+template <class Sync = StdSync>
+class Sleep {
+    template <class U>
+    using Atomic = typename Sync::template atomic<U>;
+
+    // One worker's sleep state, alone on its cache lines.
+    struct alignas(kCacheLine) WorkerSleepState {
+        typename Sync::mutex mutex;
+        typename Sync::condvar condvar;
+        bool is_blocked = false;   // guarded by mutex: set by the sleeper, cleared by its waker
+        bool woken_idle = false;   // owner only: woken and found no job since
+        // Statistics: written by the owner only (relaxed load + store), read by anyone.
+        Atomic<uint64_t> sleeps{0};
+        Atomic<uint64_t> wakeups{0};
+        Atomic<uint64_t> spurious_wakeups{0};
+        Atomic<uint64_t> sleep_aborts{0};
+    };
+
+public:
+    struct Stats {
+        uint64_t sleeps = 0, wakeups = 0, spurious_wakeups = 0, sleep_aborts = 0;
+    };
+
+    Sleep() = default;
+    Sleep(const Sleep &) = delete;
+    Sleep &operator=(const Sleep &) = delete;
+    ~Sleep() { release(); }
+
+    // False when out of memory. Before any worker starts.
+    bool init(uint32_t num_workers) {
+        void *raw = ::operator new(sizeof(WorkerSleepState) * num_workers,
+                                   std::align_val_t{alignof(WorkerSleepState)}, std::nothrow);
+        if (raw == nullptr) return false;
+        states_ = static_cast<WorkerSleepState *>(raw);
+        for (uint32_t i = 0; i < num_workers; ++i) new (&states_[i]) WorkerSleepState();
+        num_workers_ = num_workers;
+        return true;
+    }
+
+    // Frees the per-worker states once no worker uses them. Idempotent.
+    void release() {
+        for (uint32_t i = 0; i < num_workers_; ++i) states_[i].~WorkerSleepState();
+        release_memory();
+        num_workers_ = 0;
+    }
+
+    // In a forked child, the mutexes and condition variables may be held or
+    // waited on by threads that do not exist: free the memory without
+    // running their destructors (glibc's condvar destructor waits for waiters).
+    void abandon() {
+        release_memory();
+        num_workers_ = 0;
+    }
+
+    // --- the idle worker's side ---
+
+    IdleState start_looking(uint32_t worker_index) {
+        counters_.add_inactive_thread();
+        return IdleState{worker_index};
+    }
+
+    // The worker leaves the idle state: it found a job, or its latch was
+    // set. A poster that saw this worker idle did not wake anyone for its
+    // injected job; if we were the last awake searcher and injected work is
+    // still queued, hand it to one sleeper instead of leaving it behind the
+    // job we are about to run (Rayon wakes up to two here; one suffices, and
+    // keeps bursts at no more than one wake-up per job).
+    template <class HasInjectedJobs>
+    void work_found(uint32_t worker_index, HasInjectedJobs &&has_injected_jobs) {
+        Counters after{counters_.sub_inactive_thread() - Counters::kOneInactive};
+        WorkerSleepState &st = states_[worker_index];
+        if (st.woken_idle) st.woken_idle = false;
+        if (after.sleeping() == 0 || after.awake_but_idle() != 0) return;
+        // seq-cst fence: a poster whose post only *read* the counters (JEC
+        // already odd) and saw us idle forms a store-buffering pair with
+        // us; with its inject fence, either it saw us active (and woke
+        // someone) or we see its job here.
+        Sync::full_fence();
+        if (has_injected_jobs()) wake_any_threads(1);
+    }
+
+    // One idle round without work.
+    template <class HasInjectedJobs>
+    IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasInjectedJobs &&has_injected_jobs) {
+        if (idle.rounds < kRoundsUntilSleepy) {
+            Sync::yield();
+            ++idle.rounds;
+            return IdleOutcome::kKeepLooking;
+        }
+        if (idle.rounds == kRoundsUntilSleepy) {
+            idle.jec = counters_.announce_sleepy();
+            ++idle.rounds;
+            Sync::yield();
+            return IdleOutcome::kKeepLooking;
+        }
+        if (idle.rounds < kRoundsUntilSleeping) {
+            ++idle.rounds;
+            Sync::yield();
+            return IdleOutcome::kKeepLooking;
+        }
+        return sleep(idle, latch, has_injected_jobs);
+    }
+
+    // --- the poster's side ---
+
+    // Jobs pushed onto a worker's own deque: no fence (a missed internal job
+    // costs parallelism, never progress: its owner will run it).
+    // `queue_was_empty` is only called when some worker sleeps: it may read
+    // a cache line the thieves write.
+    template <class QueueWasEmpty>
+    void new_internal_jobs(uint32_t num_jobs, QueueWasEmpty &&queue_was_empty) {
+        Counters c = counters_.post_event();
+        if (c.sleeping() == 0) return;
+        wake_for_jobs(c, num_jobs, queue_was_empty());
+    }
+
+    // Jobs pushed into the injector. The seq-cst fence is the poster's half
+    // of the store-buffering pair with sleep()'s fence: either this fence
+    // comes first in S and the sleeper's final check sees the job, or the
+    // sleeper's comes first and the counters read below show it sleeping.
+    void new_injected_jobs(uint32_t num_jobs, bool queue_was_empty) {
+        Sync::full_fence();
+        Counters c = counters_.post_event();
+        if (c.sleeping() == 0) return;
+        wake_for_jobs(c, num_jobs, queue_was_empty);
+    }
+
+    // Wakes `index` if it is blocked; the waker decrements `sleeping`. True
+    // when it woke it. Used for latches: setting a latch wakes exactly its waiter.
+    bool wake_specific_thread(uint32_t index) {
+        WorkerSleepState &st = states_[index];
+        std::unique_lock<typename Sync::mutex> lock(st.mutex);
+        if (!st.is_blocked) return false;
+        st.is_blocked = false;
+        st.condvar.notify_one();
+        // The waker decrements: the woken worker may take long to run, and a
+        // poster must not count it as still asleep in the meantime (it would
+        // skip waking another one), nor may two wakers both count it.
+        counters_.sub_sleeping_thread();
+        return true;
+    }
+
+    Counters counters() const { return counters_.load(); }
+    AtomicCounters<Sync> &atomic_counters() { return counters_; }
+    uint32_t num_workers() const { return num_workers_; }
+
+    Stats stats() const {
+        Stats s;
+        for (uint32_t i = 0; i < num_workers_; ++i) {
+            const WorkerSleepState &st = states_[i];
+            s.sleeps += st.sleeps.load(std::memory_order_relaxed);
+            s.wakeups += st.wakeups.load(std::memory_order_relaxed);
+            s.spurious_wakeups += st.spurious_wakeups.load(std::memory_order_relaxed);
+            s.sleep_aborts += st.sleep_aborts.load(std::memory_order_relaxed);
+        }
+        return s;
+    }
+
+private:
+    static void bump(Atomic<uint64_t> &counter) {
+        // relaxed: only the owner writes; readers want a recent value, not an order.
+        counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+
+    // `c` was read by the post that turned the JEC odd. Out of line: the
+    // posts that find no sleeper (the fork-join fast path) never get here.
+    [[gnu::noinline]] void wake_for_jobs(Counters c, uint32_t num_jobs, bool queue_was_empty) {
+        uint32_t sleeping = c.sleeping();
+        // Awake idle workers will find the job themselves: each is either
+        // still searching, or sleepy and about to see the JEC we just turned
+        // odd. Only when there are fewer of them than jobs do we wake sleepers.
+        uint32_t idle = c.awake_but_idle();
+        uint32_t to_wake = queue_was_empty ? (idle < num_jobs ? std::min(num_jobs - idle, sleeping) : 0)
+                                           : std::min(num_jobs, sleeping);
+        wake_any_threads(to_wake);
+    }
+
+    // Wakes up to n blocked workers, one at a time: never a broadcast.
+    void wake_any_threads(uint32_t n) {
+        for (uint32_t i = 0; n > 0 && i < num_workers_; ++i) {
+            if (wake_specific_thread(i)) --n;
+        }
+    }
+
+    template <class HasInjectedJobs>
+    IdleOutcome sleep(IdleState &idle, CoreLatch<Sync> &latch, HasInjectedJobs &&has_injected_jobs) {
+        if (!latch.get_sleepy()) return IdleOutcome::kLatchSet;
+
+        WorkerSleepState &st = states_[idle.worker_index];
+        std::unique_lock<typename Sync::mutex> lock(st.mutex);
+
+        // A set() between get_sleepy() and here found SLEEPY and will not
+        // wake us, so we must not block: the CAS fails and we return.
+        if (!latch.fall_asleep()) {
+            idle.wake_fully();
+            return IdleOutcome::kLatchSet;
+        }
+
+        // Register as sleeping only if the JEC is still the value we left
+        // when we got sleepy: the re-check and the increment are one CAS, so
+        // no post can slip between them.
+        for (;;) {
+            Counters c = counters_.load();
+            if (c.jec() != idle.jec) {
+                idle.wake_partly();
+                latch.wake_up();
+                bump(st.sleep_aborts);
+                return IdleOutcome::kAborted;
+            }
+            if (counters_.try_add_sleeping_thread(c)) break;
+        }
+
+        // The sleeper's half of the store-buffering pair with
+        // new_injected_jobs(): after this fence, either we see the injected
+        // job below, or its poster sees us in `sleeping` and wakes us.
+        Sync::full_fence();
+
+        if (has_injected_jobs()) {
+            // Nobody woke us, so we undo our own registration.
+            counters_.sub_sleeping_thread();
+            idle.wake_fully();
+            latch.wake_up();
+            bump(st.sleep_aborts);
+            return IdleOutcome::kAborted;
+        }
+
+        if (st.woken_idle) bump(st.spurious_wakeups);
+        bump(st.sleeps);
+        st.is_blocked = true;
+        do {
+            st.condvar.wait(lock);
+        } while (st.is_blocked);  // spurious condvar wakeups: only a waker clears it
+
+        bump(st.wakeups);
+        st.woken_idle = true;
+        idle.wake_fully();
+        latch.wake_up();
+        return IdleOutcome::kWoken;
+    }
+
+    void release_memory() {
+        if (states_ != nullptr) {
+            ::operator delete(states_, std::align_val_t{alignof(WorkerSleepState)});
+            states_ = nullptr;
+        }
+    }
+
+    alignas(kCacheLine) AtomicCounters<Sync> counters_;
+    alignas(kCacheLine) WorkerSleepState *states_ = nullptr;
+    uint32_t num_workers_ = 0;
+};
+
+}  // namespace blz

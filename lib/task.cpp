@@ -1,0 +1,174 @@
+#include "task.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <new>
+
+#include "group.hpp"
+#include "registry.hpp"
+
+namespace blz {
+
+constinit thread_local const TaskFrame *t_task_frames = nullptr;
+
+namespace {
+Latch *const kFinished = reinterpret_cast<Latch *>(uintptr_t{1});
+}
+
+SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, Group *task_group, bool is_detached)
+    : Job(&run),
+      registry(&owner),
+      fn(task_fn),
+      arg(task_arg),
+      group(task_group),
+      detached(is_detached),
+      fork_generation(g_fork_generation.load(std::memory_order_relaxed)) {}
+
+void SpawnedJob::run(Job *job) {
+    auto *task = static_cast<SpawnedJob *>(job);
+    Registry &registry = *task->registry;
+    Group *group = task->group;
+
+    TaskFrame frame{task, t_task_frames, nullptr};
+    t_task_frames = &frame;
+    bool ok = run_guarded([task] { task->fn(task->arg); });
+    t_task_frames = frame.outer;
+
+    if (task->detached) {
+        delete task;
+    } else {
+        task->failed = !ok;
+        // acq_rel: release publishes `failed` to the joiner; acquire makes the
+        // joiner's latch (written before its CAS) visible to us.
+        Latch *joiner = task->joiner.exchange(kFinished, std::memory_order_acq_rel);
+        if (joiner != nullptr) joiner->set();
+    }
+    if (group != nullptr) group->task_finished(ok);
+    registry.leave();
+}
+
+namespace {
+
+// An open-addressing hash set of frame pointers, kept at most half full,
+// in a table on the stack until it outgrows it.
+class FrameSet {
+public:
+    FrameSet() = default;
+    FrameSet(const FrameSet &) = delete;
+    FrameSet &operator=(const FrameSet &) = delete;
+
+    // 1 if added, 0 if already present, -1 if out of memory.
+    int insert(const TaskFrame *frame) {
+        if (2 * (size_ + 1) > capacity_ && !grow()) return -1;
+        const TaskFrame **slots = table();
+        for (std::size_t i = slot_of(frame);; i = (i + 1) & (capacity_ - 1)) {
+            if (slots[i] == frame) return 0;
+            if (slots[i] == nullptr) {
+                slots[i] = frame;
+                ++size_;
+                return 1;
+            }
+        }
+    }
+
+private:
+    static constexpr std::size_t kInline = 64;
+
+    const TaskFrame **table() { return heap_ ? heap_.get() : inline_; }
+    std::size_t slot_of(const TaskFrame *frame) const {
+        uint64_t h = (reinterpret_cast<uintptr_t>(frame) >> 4) * 0x9E3779B97F4A7C15ULL;
+        return static_cast<std::size_t>(h >> 32) & (capacity_ - 1);
+    }
+    bool grow() {
+        std::unique_ptr<const TaskFrame *[]> bigger(new (std::nothrow) const TaskFrame *[2 * capacity_]());
+        if (!bigger) return false;
+        const TaskFrame **old = table();
+        std::size_t old_capacity = capacity_;
+        std::unique_ptr<const TaskFrame *[]> keep = std::move(heap_);  // frees the old heap table at return
+        heap_ = std::move(bigger);
+        capacity_ *= 2;
+        size_ = 0;
+        for (std::size_t i = 0; i < old_capacity; ++i) {
+            if (old[i] != nullptr) insert(old[i]);
+        }
+        return true;
+    }
+
+    const TaskFrame *inline_[kInline] = {};
+    std::unique_ptr<const TaskFrame *[]> heap_;
+    std::size_t capacity_ = kInline;
+    std::size_t size_ = 0;
+};
+
+// Whether a task that `match` accepts is in the frames reachable from `f`.
+// Bridges of two threads can lead to the same older frames, so the frames
+// form a DAG, and a walk without `visited` could take exponential time. A
+// frame already visited was explored in full (there are no cycles), so the
+// walk stops there. Out of memory, it answers false: it reports no
+// deadlock it could not prove.
+template <class Match>
+bool any_task_in(const TaskFrame *f, FrameSet &visited, Match &match) {
+    for (; f != nullptr; f = f->outer) {
+        if (visited.insert(f) != 1) return false;
+        if (f->task != nullptr && match(f->task)) return true;
+        if (f->submitter != nullptr && any_task_in(f->submitter, visited, match)) return true;
+    }
+    return false;
+}
+
+template <class Match>
+bool any_task_on_this_thread(Match match) {
+    FrameSet visited;
+    return any_task_in(t_task_frames, visited, match);
+}
+
+}  // namespace
+
+bool is_running_on_this_thread(const SpawnedJob *task) {
+    return any_task_on_this_thread([task](const SpawnedJob *t) { return t == task; });
+}
+
+bool is_running_on_this_thread(const Group *group) {
+    return any_task_on_this_thread([group](const SpawnedJob *t) { return t->group == group; });
+}
+
+blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, Group *group, blz_task **out_task) {
+    blz_status admitted = registry.enter();
+    if (admitted != BLZ_OK) return admitted;
+    bool detached = out_task == nullptr;
+    auto *task = new (std::nothrow) SpawnedJob(registry, fn, arg, group, detached);
+    if (task == nullptr) {
+        registry.leave();
+        return BLZ_ENOMEM;
+    }
+    if (group != nullptr) group->task_added();
+    if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
+    registry.submit(task);  // the task may run and (if detached) be freed from here on
+    return BLZ_OK;
+}
+
+blz_status join_task(SpawnedJob *task) {
+    if (is_running_on_this_thread(task)) return BLZ_EDEADLK;
+    // acquire: pairs with the task's exchange, so `failed` is visible.
+    Latch *seen = task->joiner.load(std::memory_order_acquire);
+    if (seen != kFinished) {
+        if (task->fork_generation != g_fork_generation.load(std::memory_order_relaxed)) {
+            delete task;  // queued or running in the parent: it never finishes here
+            return BLZ_EFORK;
+        }
+        Parker parker;
+        Latch latch(Latch::current_thread(&parker));
+        Latch *expected = nullptr;
+        // acq_rel: release publishes our latch to the task; acquire (also on
+        // failure, when we find kFinished) makes `failed` visible.
+        if (task->joiner.compare_exchange_strong(expected, &latch, std::memory_order_acq_rel,
+                                                 std::memory_order_acquire)) {
+            latch.wait();
+        }
+    }
+    bool failed = task->failed;
+    delete task;
+    return failed ? BLZ_ETASK : BLZ_OK;
+}
+
+}  // namespace blz

@@ -1,0 +1,117 @@
+#include "worker.hpp"
+
+namespace blz {
+
+constinit thread_local Worker *t_current_worker = nullptr;
+
+namespace {
+
+// SplitMix64: turns a worker index into a well-mixed, nonzero seed.
+uint64_t seed_for(uint32_t index) {
+    uint64_t z = (uint64_t{index} + 1) * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    return z != 0 ? z : 1;
+}
+
+}  // namespace
+
+Worker::Worker(Registry &registry, uint32_t index)
+    : registry_(&registry), sleep_(&registry.sleep()), index_(index), rng_{seed_for(index)}, terminate_(Latch::Waiter{this, nullptr}) {}
+
+void Worker::wait_until(CoreLatch<> &latch) {
+    Sleep<> &sleep = *sleep_;
+    auto has_injected_jobs = [this] { return registry_->injector().has_jobs(); };
+    while (!latch.probe()) {
+        if (Job *job = deque_.pop()) {
+            execute(job);
+            continue;
+        }
+        IdleState idle = sleep.start_looking(index_);
+        Job *found = nullptr;
+        while (!latch.probe()) {
+            found = find_work();
+            if (found != nullptr) break;
+            sleep.no_work_found(idle, latch, has_injected_jobs);
+        }
+        // Leaving the idle state: we found a job, or the latch was set (the
+        // work we were waiting for is done: also a reason to be awake).
+        sleep.work_found(index_, has_injected_jobs);
+        if (found == nullptr) return;
+        execute(found);
+    }
+}
+
+Job *Worker::find_work() {
+    if (Job *job = deque_.pop()) return job;
+    if (Job *job = steal()) return job;
+    return registry_->injector().pop();
+}
+
+Job *Worker::steal() {
+    const uint32_t n = registry_->num_threads();
+    if (n <= 1) return nullptr;
+    const uint32_t start = rng_.below(n);
+    for (;;) {
+        bool contended = false;
+        for (uint32_t k = 0; k < n; ++k) {
+            uint32_t victim = start + k;
+            if (victim >= n) victim -= n;
+            if (victim == index_) continue;
+            auto stolen = registry_->worker(victim).deque_.steal();
+            if (stolen.status == Deque<Job *>::Steal::kSuccess) {
+                bump(steals_);
+                return stolen.value;
+            }
+            contended |= stolen.status == Deque<Job *>::Steal::kAbort;
+        }
+        if (!contended) return nullptr;  // every deque was seen empty
+    }
+}
+
+void count_task_failure() { Worker::current()->registry().count_task_failure(); }
+
+Latch::Waiter Latch::current_thread(Parker *parker) {
+    Worker *worker = Worker::current();
+    return worker != nullptr ? Waiter{worker, nullptr} : Waiter{nullptr, parker};
+}
+
+void Latch::set() {
+    // Copy the waiter first: after the swap the latch may be gone.
+    Worker *worker = worker_;
+    Parker *parker = parker_;
+    if (!core_.set()) return;
+    if (worker != nullptr) {
+        worker->registry().sleep().wake_specific_thread(worker->index());
+    } else {
+        parker->unpark();
+    }
+}
+
+void Latch::wait() {
+    if (worker_ != nullptr) {
+        worker_->wait_until(core_);
+        return;
+    }
+    // A parked thread uses the same transitions as a sleeping worker: a
+    // setter that finds SLEEPING will unpark us, and only then may we
+    // return (the setter still touches the parker).
+    if (!core_.get_sleepy()) return;
+    if (!core_.fall_asleep()) return;
+    parker_->park();
+}
+
+bool parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
+                            blz_range_fn body, void *arg) {
+    if (end - begin <= grain) {
+        return run_guarded([&] { body(arg, begin, end); });
+    }
+    size_t mid = begin + (end - begin) / 2;
+    // Each half asks for the current worker: a thief runs it on its own thread.
+    auto left = [&] { return parallel_for_on_worker(registry, begin, mid, grain, body, arg); };
+    auto right = [&] { return parallel_for_on_worker(registry, mid, end, grain, body, arg); };
+    return Worker::current()->join(left, right);
+}
+
+}  // namespace blz

@@ -1,0 +1,145 @@
+// Worker: one thread of a pool, its deque, and how it finds, runs and
+// waits for work.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <pthread.h>
+#include <type_traits>
+
+#include "deque.hpp"
+#include "job.hpp"
+#include "registry.hpp"
+
+namespace blz {
+
+class Worker;
+
+// The worker the calling thread is, or nullptr. initial-exec: one load from
+// the thread pointer on the fork-join path (the library is small enough
+// for the static TLS reserve even when loaded by dlopen).
+extern constinit thread_local Worker *t_current_worker __attribute__((tls_model("initial-exec")));
+
+// XorShift64*: cheap per-worker randomness for choosing steal victims.
+struct XorShift64Star {
+    uint64_t state;
+
+    uint64_t next() {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        return state * 0x2545F4914F6CDD1DULL;
+    }
+
+    // A number in [0, n) without a division.
+    uint32_t below(uint32_t n) { return static_cast<uint32_t>(((next() >> 32) * n) >> 32); }
+};
+
+class alignas(kCacheLine) Worker {
+public:
+    Worker(Registry &registry, uint32_t index);
+    bool init() { return deque_.init(); }
+
+    static Worker *current() { return t_current_worker; }
+    Registry &registry() const { return *registry_; }
+    uint32_t index() const { return index_; }
+    Latch &terminate_latch() { return terminate_; }
+    pthread_t &thread() { return thread_; }
+
+    // Fork-join on this worker: a runs inline while b waits on the deque
+    // for a thief. a and b return true when they ended normally; join
+    // returns true when both did. Both always run.
+    template <class A, class B>
+    bool join(A &&a, B &&b) {
+        StackJob<std::decay_t<B>> job_b(static_cast<B &&>(b), Latch::Waiter{this, nullptr});
+        if (!push(&job_b)) {  // the deque could not grow: run both here
+            bool ok_a = a();
+            bool ok_b = job_b.fn();
+            return ok_a && ok_b;
+        }
+        bool ok_a = a();
+        bool ok_b = take_back(job_b);
+        return ok_a && ok_b;
+    }
+
+    // Pushes a job onto this worker's deque and tells the sleep protocol.
+    // False when the deque could not grow.
+    bool push(Job *job) {
+        if (!deque_.push(job)) return false;
+        // Our job is the only one in the deque when at most one is there.
+        sleep_->new_internal_jobs(1, [this] { return deque_.size_hint() <= 1; });
+        return true;
+    }
+
+    void execute(Job *job) {
+        job->execute(job);
+        bump(jobs_executed_);
+    }
+
+    // Runs jobs of this pool until `latch` is set, sleeping when there are none.
+    void wait_until(CoreLatch<> &latch);
+
+    // The worker thread's main loop: runs jobs until terminated.
+    void main_loop() { wait_until(terminate_.core()); }
+
+    uint64_t jobs_executed() const { return jobs_executed_.load(std::memory_order_relaxed); }
+    uint64_t steals() const { return steals_.load(std::memory_order_relaxed); }
+
+private:
+    static void bump(std::atomic<uint64_t> &counter) {
+        // relaxed load + store: only this worker writes; stats readers need no order.
+        counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+
+    // After a: pop b back and run it inline, or, if a thief took it, run
+    // other jobs until the thief sets its latch.
+    template <class B>
+    bool take_back(StackJob<B> &job_b) {
+        for (Job *job = deque_.pop(); job != nullptr; job = deque_.pop()) {
+            if (job == &job_b) {
+                bump(jobs_executed_);
+                return job_b.fn();
+            }
+            execute(job);  // a left spawned jobs above b: they are ours to run
+        }
+        wait_until(job_b.latch.core());
+        return job_b.ok;
+    }
+
+    Job *find_work();
+    Job *steal();
+
+    Deque<Job *> deque_;
+    Registry *const registry_;
+    Sleep<> *const sleep_;  // registry_->sleep(), one load closer
+    const uint32_t index_;
+    XorShift64Star rng_;
+    Latch terminate_;
+    pthread_t thread_{};
+    alignas(kCacheLine) std::atomic<uint64_t> jobs_executed_{0};
+    std::atomic<uint64_t> steals_{0};
+};
+
+inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }
+
+// A C function and its argument as a join half: returns true when the call
+// ended normally. Held by value in the job, so a thief calls it directly.
+struct CFunction {
+    blz_fn fn;
+    void *arg;
+    bool operator()() const {
+        return run_guarded([this] { fn(arg); });
+    }
+};
+
+// Fork-join of two C functions on the calling worker: the hot path of
+// blz_fork_join.
+inline blz_status fork_join_on_worker(Worker &worker, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
+    return worker.join(CFunction{a, arg_a}, CFunction{b, arg_b}) ? BLZ_OK : BLZ_ETASK;
+}
+
+// parallel_for on the calling worker.
+bool parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
+                            blz_range_fn body, void *arg);
+
+}  // namespace blz
