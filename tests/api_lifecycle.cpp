@@ -338,7 +338,7 @@ struct ThiefCtx {
     std::atomic<blz_task *> handle{nullptr};
     std::atomic<bool> b_started{false};
     std::atomic<int> b_thread_differs{-1};
-    std::thread::id a_thread;
+    std::atomic<std::thread::id> a_thread{};  // set by a before it waits for b
     bool use_group = false;
     bool steal = true;  // false: one worker, so b runs inline after a
     blz_status from_b = 99;
@@ -347,14 +347,15 @@ struct ThiefCtx {
 
 void thief_half_a(void *arg) {
     auto *c = static_cast<ThiefCtx *>(arg);
-    c->a_thread = std::this_thread::get_id();
+    c->a_thread.store(std::this_thread::get_id());
     // Keep this worker busy until the other worker has stolen b.
     while (c->steal && !c->b_started.load()) std::this_thread::yield();
 }
 
 void thief_half_b(void *arg) {
     auto *c = static_cast<ThiefCtx *>(arg);
-    c->b_thread_differs.store(std::this_thread::get_id() != c->a_thread ? 1 : 0);
+    while (c->a_thread.load() == std::thread::id()) std::this_thread::yield();
+    c->b_thread_differs.store(std::this_thread::get_id() != c->a_thread.load() ? 1 : 0);
     c->b_started.store(true);
     c->from_b = c->use_group ? blz_group_wait(c->group) : blz_join(c->handle.load());
 }
