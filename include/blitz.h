@@ -255,7 +255,9 @@ BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **ou
  * @return BLZ_OK if the task returned normally;
  *         BLZ_ETASK if it ended by an exception (the handle is freed);
  *         BLZ_EINVAL if task is NULL;
- *         BLZ_EDEADLK if called from inside the task itself (nothing changes);
+ *         BLZ_EDEADLK if called from inside the task itself, including from
+ *         work the task is waiting for on another thread (a stolen
+ *         blz_fork_join half, a blz_call); nothing changes;
  *         BLZ_EFORK in a child forked before the task ran (the handle is freed).
  */
 BLZ_API blz_status blz_join(blz_task *task);
@@ -337,7 +339,8 @@ BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg);
  *         BLZ_ETASK if a task of the group ended by an exception since the
  *         previous wait (the failure is reported once);
  *         BLZ_EINVAL if group is NULL;
- *         BLZ_EDEADLK if called from inside one of the group's tasks (nothing changes);
+ *         BLZ_EDEADLK if called from inside one of the group's tasks, or from
+ *         work such a task is waiting for on another thread (nothing changes);
  *         BLZ_EFORK in a forked child.
  */
 BLZ_API blz_status blz_group_wait(blz_group *group);
