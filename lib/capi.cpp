@@ -51,7 +51,7 @@ size_t automatic_grain(size_t count, uint32_t num_threads) {
     return grain > 0 ? grain : 1;
 }
 
-blz_status fork_join_slow(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
+[[gnu::noinline]] blz_status fork_join_slow(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
     Registry *registry = registry_of(pool);
     if (a == nullptr || b == nullptr) return BLZ_EINVAL;
     blz_status status = check_pool(registry);

@@ -71,12 +71,14 @@ public:
     // (or as found, when it was already even): the value to compare with
     // before blocking.
     uint32_t announce_sleepy() {
+        if constexpr (Sync::kMutant == Mutant::kBlitzJecDirection) return post_event().jec();
         Counters old = load();
         for (;;) {
             if (old.jec_is_sleepy()) return old.jec();
             Counters next{old.word + Counters::kOneJec};
             if (value_.compare_exchange_weak(old.word, next.word, std::memory_order_seq_cst,
                                              std::memory_order_seq_cst)) {
+                if constexpr (Sync::kMutant == Mutant::kJecSavedBeforeChange) return old.jec();
                 return next.jec();
             }
         }

@@ -1,14 +1,31 @@
-// The Chase-Lev work-stealing deque, with the C11 memory orders of Lê, Pop,
-// Cohen and Zappa Nardelli, "Correct and Efficient Work-Stealing for Weak
-// Memory Models" (PPoPP 2013), figure 1.
+// The work-stealing deque: a Chase-Lev deque whose bottom end is split in
+// two, so that the owner's common case uses no fence and no locked
+// instruction.
 //
-// One owner thread pushes and pops at the bottom (LIFO) without locks; any
-// number of thieves steal at the top (FIFO) with one CAS on `top_`.
+// Indices grow from top_ to bottom_, in one circular buffer:
+//
+//     top_ ........ split_ ........ bottom_
+//     |  public: thieves  |  private: the  |
+//     |  steal here, FIFO |  owner's alone |
+//
+// The public part [top_, split_) is exactly the Chase-Lev deque of Lê, Pop,
+// Cohen and Zappa Nardelli, "Correct and Efficient Work-Stealing for Weak
+// Memory Models" (PPoPP 2013), figure 1, with split_ in the role of the
+// paper's bottom: thieves CAS top_, and the owner takes public elements
+// back with the paper's fenced pop. The private part [split_, bottom_)
+// needs no synchronisation at all: thieves never read past split_, so the
+// owner pushes and pops there with plain loads and stores. publish() moves
+// split_ up to bottom_ (one release store) when another worker wants work;
+// the policy that decides when lives in the worker, not here. The idea of a
+// split deque is Lace's (van Dijk and van de Pol, "Lace: non-blocking split
+// deque for work-stealing", Euro-Par 2014); the code and its argument are
+// this project's.
 //
 // Invariants (each kept by the code marked with it):
 //  [I1] top_ only grows; a slot index is taken by at most one party: the
-//       thief or owner whose CAS moves top_ past it, or the owner popping
-//       an index above every thief's reach.
+//       thief or owner whose CAS moves top_ past it, or the owner taking an
+//       index that no thief can reach (private, or above top_ after the
+//       owner's fenced claim).
 //  [I2] Slots are atomics and a thief reads its slot before its CAS: the
 //       owner may overwrite the slot concurrently, but only after top_ has
 //       moved past it, so such a thief's CAS fails and the stale value is
@@ -18,11 +35,16 @@
 //       valid memory, and because grow copies every live slot, the value at
 //       index t in the old buffer equals the one in the new buffer for as
 //       long as top_ == t (after that the thief's CAS fails).
-//  [I4] A thief loads buffer_ after its acquire load of bottom_: if it saw
-//       an element pushed into a new buffer, it also sees that buffer
-//       (grow's release store precedes the push's release of bottom_).
+//  [I4] A thief loads buffer_ after its acquire load of split_: if it saw
+//       an element published in a new buffer, it also sees that buffer
+//       (grow's release store precedes publish's release of split_).
+//  [I5] Only the owner writes split_ and bottom_, and split_ <= bottom_.
+//       The owner keeps an exact copy of split_ (split_mirror_; it differs
+//       only inside pop_public()), so it never reads the thieves' line to
+//       tell a private element from a public one.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -55,7 +77,10 @@ public:
 
     static constexpr int64_t kInitialCapacity = 64;
 
-    Deque() : buffer_(nullptr) {}
+    // The model checker starts small so that grows and wrap-arounds happen
+    // within a few operations.
+    explicit Deque(int64_t initial_capacity = kInitialCapacity)
+        : buffer_(nullptr), initial_capacity_(initial_capacity) {}
 
     Deque(const Deque &) = delete;
     Deque &operator=(const Deque &) = delete;
@@ -71,17 +96,16 @@ public:
 
     // Allocates the first buffer; false when out of memory. Not thread-safe.
     bool init() {
-        Buffer *b = make_buffer(kInitialCapacity);
+        Buffer *b = make_buffer(initial_capacity_);
         buffer_.store(b, std::memory_order_relaxed);  // published by the thread start that follows
         return b != nullptr;
     }
 
-    // Owner only. False when the buffer was full and could not grow (out
-    // of memory); the value was not pushed.
+    // Owner only: pushes onto the private part. False when the buffer was
+    // full and could not grow (out of memory); the value was not pushed.
     bool push(T value) {
-        // relaxed: only the owner writes bottom_ and buffer_.
-        int64_t b = bottom_.load(std::memory_order_relaxed);
-        Buffer *a = buffer_.load(std::memory_order_relaxed);
+        int64_t b = bottom_;
+        Buffer *a = buffer_.load(std::memory_order_relaxed);  // relaxed: only the owner writes buffer_
         // top_seen_ is a value of top_ read with acquire, never above the
         // real one: enough to know the slot is free ([I1]), and it spares
         // the owner a read of the thieves' cache line on most pushes.
@@ -94,39 +118,42 @@ public:
                 if (a == nullptr) return false;
             }
         }
-        // relaxed: published by the release store of bottom_ below.
+        // relaxed: private until publish()'s release store of split_.
         a->at(b).store(value, std::memory_order_relaxed);
-        // release: a thief that acquires the new bottom_ sees the slot.
-        bottom_.store(b + 1, std::memory_order_release);
+        bottom_ = b + 1;
         return true;
     }
 
+    // Owner only: makes the `max` oldest private elements (all of them by
+    // default) stealable. Returns how many it published.
+    int64_t publish(int64_t max = INT64_MAX) {
+        int64_t n = std::min(bottom_ - split_mirror_, max);
+        if (n <= 0) return 0;
+        split_mirror_ += n;
+        // release: a thief that acquires the new split_ sees the slots
+        // stored by push(), and the buffer they are in [I4].
+        split_.store(split_mirror_, std::memory_order_release);
+        return n;
+    }
+
+    // Owner only: whether thieves have nothing left to take (a snapshot).
+    bool public_part_empty() const {
+        // relaxed: a hint; the line is written only by successful steals.
+        return top_.load(std::memory_order_relaxed) >= split_mirror_;
+    }
+
+    // Owner only: the number of elements no thief can take yet.
+    int64_t private_size() const { return bottom_ - split_mirror_; }
+
     // Owner only. Returns T{} when empty or when a thief won the last element.
     T pop() {
-        int64_t b = bottom_.load(std::memory_order_relaxed) - 1;  // relaxed: owner-only variable
-        Buffer *a = buffer_.load(std::memory_order_relaxed);      // relaxed: owner-only variable
-        bottom_.store(b, std::memory_order_relaxed);  // ordered before the top_ load by the fence
-        // seq-cst fence: our claim on index b (the bottom_ store) and a thief's
-        // claim (its top_ load, behind its own fence) form a store-buffering
-        // pair; without both fences each could miss the other and take the
-        // same element.
-        Sync::full_fence();
-        int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: ordered by the fence above
-        if (t > b) {  // empty
-            bottom_.store(b + 1, std::memory_order_relaxed);  // relaxed: restores our own variable
-            return T{};
+        int64_t b = bottom_;
+        if (b > split_mirror_) [[likely]] {  // private: no thief can reach index b - 1 [I5]
+            bottom_ = b - 1;
+            // relaxed: we wrote the slot ourselves.
+            return buffer_.load(std::memory_order_relaxed)->at(b - 1).load(std::memory_order_relaxed);
         }
-        T value = a->at(b).load(std::memory_order_relaxed);  // relaxed: we wrote it ourselves
-        if (t == b) {
-            // The last element: race the thieves for it with their own CAS [I1].
-            // seq_cst: the CAS takes part in the same total order as the fences.
-            if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
-                                              std::memory_order_relaxed)) {
-                value = T{};
-            }
-            bottom_.store(b + 1, std::memory_order_relaxed);  // relaxed: owner-only variable
-        }
-        return value;
+        return pop_public();
     }
 
     // Any thread.
@@ -134,14 +161,21 @@ public:
         // acquire: pairs with the CAS of an earlier thief or the owner, so the
         // slot we read below is not older than the element at index t.
         int64_t t = top_.load(std::memory_order_acquire);
-        // seq-cst fence: the other half of pop()'s store-buffering pair.
+        // seq-cst fence: the other half of pop_public()'s store-buffering pair.
         Sync::full_fence();
-        // acquire: sees the slot stored before the owner's release of bottom_.
-        int64_t b = bottom_.load(std::memory_order_acquire);
-        if (t >= b) return {Steal::kEmpty, T{}};
-        // acquire: after bottom_, so a buffer installed by grow before the
-        // push we saw is visible with its copied slots [I3][I4].
+        // acquire: pairs with publish(), so the slots below split_ are visible.
+        int64_t s = split_.load(std::memory_order_acquire);
+        if (t >= s) return {Steal::kEmpty, T{}};
+        // acquire: after split_, so a buffer installed by grow before the
+        // publish we saw is visible with its copied slots [I3][I4].
         Buffer *a = buffer_.load(std::memory_order_acquire);
+        if constexpr (Sync::kMutant == Mutant::kSlotReadAfterCas) {
+            int64_t claimed = t;
+            if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+                return {Steal::kAbort, T{}};
+            }
+            return {Steal::kSuccess, a->at(claimed).load(std::memory_order_relaxed)};
+        }
         // relaxed, and before the CAS [I2]: if the owner reuses the slot, top_
         // has moved and the CAS below fails.
         T value = a->at(t).load(std::memory_order_relaxed);
@@ -153,11 +187,11 @@ public:
         return {Steal::kSuccess, value};
     }
 
-    // Any thread: a snapshot of the number of elements, never negative.
+    // Any thread: a snapshot of the number of stealable elements, never negative.
     int64_t size_hint() const {
-        int64_t t = top_.load(std::memory_order_acquire);
-        int64_t b = bottom_.load(std::memory_order_acquire);
-        return b > t ? b - t : 0;
+        int64_t t = top_.load(std::memory_order_acquire);   // acquire: a recent value; no order needed
+        int64_t s = split_.load(std::memory_order_acquire);  // acquire: as above
+        return s > t ? s - t : 0;
     }
 
     // The number of slots in the current buffer (for tests).
@@ -166,9 +200,58 @@ public:
     }
 
 private:
+    // Owner only, with the private part empty (bottom_ == split_): the
+    // paper's pop on the public part, split_ standing for its bottom.
+    [[gnu::noinline]] T pop_public() {
+        int64_t s = split_mirror_ - 1;
+        Buffer *a = buffer_.load(std::memory_order_relaxed);  // relaxed: only the owner writes buffer_
+        split_.store(s, std::memory_order_relaxed);  // ordered before the top_ load by the fence
+        // seq-cst fence: our claim on index s (the split_ store) and a
+        // thief's claim (its top_ load, behind its own fence) form a
+        // store-buffering pair; without both fences each could miss the
+        // other and take the same element.
+        Sync::full_fence();
+        int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: ordered by the fence above
+        if (t > s) {  // empty
+            split_.store(s + 1, std::memory_order_relaxed);  // relaxed: no element to publish
+            return T{};
+        }
+        T value = a->at(s).load(std::memory_order_relaxed);  // relaxed: we wrote it ourselves
+        if (t == s) {
+            // The last element: race the thieves for it with their own CAS [I1].
+            // seq_cst: the CAS takes part in the same total order as the fences.
+            if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed)) {
+                value = T{};
+            }
+            split_.store(s + 1, std::memory_order_relaxed);  // relaxed: empty, nothing to publish
+            return value;
+        }
+        split_mirror_ = s;
+        bottom_ = s;
+        return value;
+    }
+
+    // The policy may supply the allocator (the model checker's tracks
+    // accesses to freed buffers); else the global operator new.
+    static void *allocate(std::size_t bytes) {
+        if constexpr (requires { Sync::allocate(bytes); }) {
+            return Sync::allocate(bytes);
+        } else {
+            return ::operator new(bytes, std::nothrow);
+        }
+    }
+    static void deallocate(void *raw) {
+        if constexpr (requires { Sync::deallocate(raw); }) {
+            Sync::deallocate(raw);
+        } else {
+            ::operator delete(raw);
+        }
+    }
+
     static Buffer *make_buffer(int64_t capacity) {
         std::size_t bytes = sizeof(Buffer) + sizeof(Atomic<T>) * static_cast<std::size_t>(capacity);
-        void *raw = ::operator new(bytes, std::nothrow);
+        void *raw = allocate(bytes);
         if (raw == nullptr) return nullptr;
         Buffer *b = new (raw) Buffer{capacity - 1, nullptr};
         for (int64_t i = 0; i < capacity; ++i) new (&b->slots()[i]) Atomic<T>(T{});
@@ -178,11 +261,11 @@ private:
     static void free_buffer(Buffer *b) {
         for (int64_t i = 0; i <= b->mask; ++i) b->slots()[i].~Atomic<T>();
         b->~Buffer();
-        ::operator delete(b);
+        deallocate(b);
     }
 
     // Owner only: doubles the buffer, keeping the old one alive [I3].
-    Buffer *grow(Buffer *old, int64_t b, int64_t t) {
+    [[gnu::noinline]] Buffer *grow(Buffer *old, int64_t b, int64_t t) {
         Buffer *bigger = make_buffer(2 * (old->mask + 1));
         if (bigger == nullptr) return nullptr;
         for (int64_t i = t; i < b; ++i) {
@@ -192,13 +275,24 @@ private:
         bigger->retired_next = old;
         // release: a thief that acquires this pointer sees the copied slots [I4].
         buffer_.store(bigger, std::memory_order_release);
+        if constexpr (Sync::kMutant == Mutant::kFreeRetiredBuffer) {
+            bigger->retired_next = old->retired_next;
+            free_buffer(old);
+        }
         return bigger;
     }
 
+    // Written by thieves.
     alignas(kCacheLine) Atomic<int64_t> top_{0};
-    alignas(kCacheLine) Atomic<int64_t> bottom_{0};
+    // Written by the owner now and then (publish, pop_public, grow), read by thieves.
+    alignas(kCacheLine) Atomic<int64_t> split_{0};
     Atomic<Buffer *> buffer_;
-    int64_t top_seen_ = 0;  // owner only
+    // The owner's alone, on a line of their own: its pushes and pops write
+    // here without disturbing the thieves' reads of the line above.
+    alignas(kCacheLine) int64_t bottom_ = 0;
+    int64_t split_mirror_ = 0;  // == split_ outside pop_public() [I5]
+    int64_t top_seen_ = 0;
+    const int64_t initial_capacity_;
 };
 
 }  // namespace blz

@@ -37,9 +37,11 @@ public:
 
     // Any thread. Returns whether the queue looked empty before this push.
     bool push(Node *node) {
-        // seq_cst: `pushed_` is the injector's half of the store-buffering
-        // pair in the sleep protocol (the poster's fence follows this push).
-        uint64_t before = pushed_.fetch_add(1, std::memory_order_seq_cst);
+        // relaxed: `pushed_` is the injector's half of the store-buffering
+        // pair in the sleep protocol, and the poster's seq-cst fence
+        // (Sleep::new_injected_jobs) orders it; it is that fence, not this
+        // increment, that the protocol relies on.
+        uint64_t before = pushed_.fetch_add(1, std::memory_order_relaxed);
         bool was_empty = before == popped_.load(std::memory_order_relaxed);  // relaxed: a hint for the wake decision
         link(node);
         return was_empty;

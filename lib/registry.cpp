@@ -214,7 +214,7 @@ void Registry::mark_destroyed() {
 
 void Registry::submit(Job *job) {
     Worker *worker = Worker::current();
-    if (worker != nullptr && &worker->registry() == this && worker->push(job)) return;
+    if (worker != nullptr && &worker->registry() == this && worker->push_public(job)) return;
     inject(job);  // other threads, other pools' workers, or a deque that could not grow
 }
 

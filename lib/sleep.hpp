@@ -33,15 +33,24 @@ inline constexpr uint32_t kRoundsUntilSleepy = 32;
 // The round at which a sleepy worker blocks: one more search after getting sleepy.
 inline constexpr uint32_t kRoundsUntilSleeping = kRoundsUntilSleepy + 1;
 
+// The rounds a policy uses: its own kRoundsUntilSleepy if it has one (the
+// model checker shortens the idle phase), else the constant above.
+template <class Sync>
+constexpr uint32_t rounds_until_sleepy() {
+    if constexpr (requires { Sync::kRoundsUntilSleepy; }) {
+        return Sync::kRoundsUntilSleepy;
+    } else {
+        return kRoundsUntilSleepy;
+    }
+}
+
 // A worker's progress towards sleep during one idle period.
 struct IdleState {
     uint32_t worker_index;
     uint32_t rounds = 0;
-    uint32_t jec = 0;  // meaningful once rounds > kRoundsUntilSleepy
+    uint32_t jec = 0;  // meaningful once the worker got sleepy
 
     void wake_fully() { rounds = 0; }
-    // Back to just before getting sleepy: one more search, then try again.
-    void wake_partly() { rounds = kRoundsUntilSleepy; }
 };
 
 enum class IdleOutcome {
@@ -55,6 +64,9 @@ template <class Sync = StdSync>
 class Sleep {
     template <class U>
     using Atomic = typename Sync::template atomic<U>;
+
+    static constexpr uint32_t kSleepy = rounds_until_sleepy<Sync>();
+    static constexpr uint32_t kSleeping = kSleepy + (kRoundsUntilSleeping - kRoundsUntilSleepy);
 
     // One worker's sleep state, alone on its cache lines.
     struct alignas(kCacheLine) WorkerSleepState {
@@ -135,18 +147,18 @@ public:
     // One idle round without work.
     template <class HasInjectedJobs>
     IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasInjectedJobs &&has_injected_jobs) {
-        if (idle.rounds < kRoundsUntilSleepy) {
+        if (idle.rounds < kSleepy) {
             Sync::yield();
             ++idle.rounds;
             return IdleOutcome::kKeepLooking;
         }
-        if (idle.rounds == kRoundsUntilSleepy) {
+        if (idle.rounds == kSleepy) {
             idle.jec = counters_.announce_sleepy();
             ++idle.rounds;
             Sync::yield();
             return IdleOutcome::kKeepLooking;
         }
-        if (idle.rounds < kRoundsUntilSleeping) {
+        if (idle.rounds < kSleeping) {
             ++idle.rounds;
             Sync::yield();
             return IdleOutcome::kKeepLooking;
@@ -172,7 +184,7 @@ public:
     // comes first in S and the sleeper's final check sees the job, or the
     // sleeper's comes first and the counters read below show it sleeping.
     void new_injected_jobs(uint32_t num_jobs, bool queue_was_empty) {
-        Sync::full_fence();
+        if constexpr (Sync::kMutant != Mutant::kNoInjectFence) Sync::full_fence();
         Counters c = counters_.post_event();
         if (c.sleeping() == 0) return;
         wake_for_jobs(c, num_jobs, queue_was_empty);
@@ -189,7 +201,7 @@ public:
         // The waker decrements: the woken worker may take long to run, and a
         // poster must not count it as still asleep in the meantime (it would
         // skip waking another one), nor may two wakers both count it.
-        counters_.sub_sleeping_thread();
+        if constexpr (Sync::kMutant != Mutant::kSleeperDecrements) counters_.sub_sleeping_thread();
         return true;
     }
 
@@ -255,7 +267,7 @@ private:
         for (;;) {
             Counters c = counters_.load();
             if (c.jec() != idle.jec) {
-                idle.wake_partly();
+                idle.rounds = kSleepy;  // back to just before getting sleepy: one more search
                 latch.wake_up();
                 bump(st.sleep_aborts);
                 return IdleOutcome::kAborted;
@@ -266,7 +278,7 @@ private:
         // The sleeper's half of the store-buffering pair with
         // new_injected_jobs(): after this fence, either we see the injected
         // job below, or its poster sees us in `sleeping` and wakes us.
-        Sync::full_fence();
+        if constexpr (Sync::kMutant != Mutant::kNoSleepFence) Sync::full_fence();
 
         if (has_injected_jobs()) {
             // Nobody woke us, so we undo our own registration.
@@ -283,6 +295,7 @@ private:
         do {
             st.condvar.wait(lock);
         } while (st.is_blocked);  // spurious condvar wakeups: only a waker clears it
+        if constexpr (Sync::kMutant == Mutant::kSleeperDecrements) counters_.sub_sleeping_thread();
 
         bump(st.wakeups);
         st.woken_idle = true;

@@ -10,6 +10,11 @@
 //   using condvar;                    // wait(std::unique_lock<mutex>&), notify_one()
 //   static void full_fence();         // a sequentially consistent fence
 //   static void yield();              // give the CPU away for a moment
+//   static constexpr Mutant kMutant;  // Mutant::kNone outside the model-checking tests
+// and may provide `static constexpr uint32_t kRoundsUntilSleepy` to shorten
+// the idle phase (the model checker does, to keep schedules short), and
+// `static void *allocate(size_t)` / `static void deallocate(void *)` for the
+// deque's buffers (the model checker's allocator detects reads of freed ones).
 #pragma once
 
 #include <atomic>
@@ -21,6 +26,21 @@
 
 namespace blz {
 
+// Deliberately broken variants of the protocol, compiled only by the
+// model-checking tests (tests/relacy) to prove that each check can fail.
+// Every switch is an `if constexpr` on the policy's kMutant; the runtime's
+// policy selects kNone, so the runtime's code is exactly the correct one.
+enum class Mutant {
+    kNone,
+    kNoInjectFence,         // Sleep::new_injected_jobs without its fence
+    kNoSleepFence,          // Sleep::sleep without the fence before the final check
+    kJecSavedBeforeChange,  // a sleepy worker remembers the JEC before its own change
+    kBlitzJecDirection,     // the sleepy worker also increments only when even
+    kSleeperDecrements,     // the woken worker decrements `sleeping`, not its waker
+    kSlotReadAfterCas,      // a thief reads the slot after its CAS
+    kFreeRetiredBuffer,     // grow frees the old buffer at once
+};
+
 struct StdSync {
     template <class T>
     using atomic = std::atomic<T>;
@@ -29,6 +49,7 @@ struct StdSync {
 
     static void full_fence() noexcept { blz::full_fence(); }
     static void yield() noexcept { sched_yield(); }
+    static constexpr Mutant kMutant = Mutant::kNone;
 };
 
 // Keeps a value alone on its cache line(s) so that writers of neighbours

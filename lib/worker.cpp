@@ -24,7 +24,7 @@ void Worker::wait_until(CoreLatch<> &latch) {
     Sleep<> &sleep = *sleep_;
     auto has_injected_jobs = [this] { return registry_->injector().has_jobs(); };
     while (!latch.probe()) {
-        if (Job *job = deque_.pop()) {
+        if (Job *job = pop()) {
             execute(job);
             continue;
         }
@@ -44,7 +44,7 @@ void Worker::wait_until(CoreLatch<> &latch) {
 }
 
 Job *Worker::find_work() {
-    if (Job *job = deque_.pop()) return job;
+    if (Job *job = pop()) return job;
     if (Job *job = steal()) return job;
     return registry_->injector().pop();
 }

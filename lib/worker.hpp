@@ -2,6 +2,7 @@
 // waits for work.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <pthread.h>
@@ -49,26 +50,62 @@ public:
     // Fork-join on this worker: a runs inline while b waits on the deque
     // for a thief. a and b return true when they ended normally; join
     // returns true when both did. Both always run.
+    // Inlined into its callers: the common case (b popped back unstolen)
+    // is a push, a call, a pop and a call; the rest is out of line.
     template <class A, class B>
-    bool join(A &&a, B &&b) {
+    [[gnu::always_inline]] bool join(A &&a, B &&b) {
         StackJob<std::decay_t<B>> job_b(static_cast<B &&>(b), Latch::Waiter{this, nullptr});
-        if (!push(&job_b)) {  // the deque could not grow: run both here
+        if (!push(&job_b)) [[unlikely]] {  // the deque could not grow: run both here
             bool ok_a = a();
             bool ok_b = job_b.fn();
             return ok_a && ok_b;
         }
         bool ok_a = a();
-        bool ok_b = take_back(job_b);
+        Job *popped = pop();
+        bool ok_b;
+        if (popped == &job_b) [[likely]] {
+            bump(jobs_executed_);
+            ok_b = job_b.fn();
+        } else {
+            ok_b = take_back(job_b, popped);
+        }
         return ok_a && ok_b;
     }
 
-    // Pushes a job onto this worker's deque and tells the sleep protocol.
-    // False when the deque could not grow.
+    // Pushes a job onto this worker's deque, private (only this worker can
+    // take it) until published. Publishing happens here and in pop(): all
+    // private jobs when another worker is idle, else the oldest one when
+    // thieves have nothing left to take. The price of fence-free fork-join
+    // is that a worker running a long job without forking or popping hands
+    // out no more of the jobs it queued before than were public when it
+    // last pushed (docs/protocol.md). False when the deque could not grow.
     bool push(Job *job) {
         if (!deque_.push(job)) return false;
-        // Our job is the only one in the deque when at most one is there.
-        sleep_->new_internal_jobs(1, [this] { return deque_.size_hint() <= 1; });
+        if (others_want_work()) [[unlikely]] {
+            publish();
+        } else if (deque_.public_part_empty()) {
+            // Keep the oldest job stealable: in fork-join the largest, and
+            // the one whose sibling may wait for it or run long.
+            publish(1);
+        }
         return true;
+    }
+
+    // Pushes a job that others may take at once (spawned tasks).
+    bool push_public(Job *job) {
+        if (!deque_.push(job)) return false;
+        publish();
+        return true;
+    }
+
+    // Pops from this worker's deque (newest first); nullptr when empty.
+    Job *pop() {
+        Job *job = deque_.pop();
+        // A pop never empties the public part while private jobs remain
+        // (the fenced pop runs only when none remain), so only idle
+        // workers are a reason to publish here.
+        if (deque_.private_size() != 0 && others_want_work()) [[unlikely]] publish();
+        return job;
     }
 
     void execute(Job *job) {
@@ -91,11 +128,12 @@ private:
         counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
 
-    // After a: pop b back and run it inline, or, if a thief took it, run
-    // other jobs until the thief sets its latch.
+    // After a, when the first pop did not give b back: `first` and what
+    // follows it are jobs a left above b (ours to run) until b comes back;
+    // if a thief took b, run other jobs until the thief sets its latch.
     template <class B>
-    bool take_back(StackJob<B> &job_b) {
-        for (Job *job = deque_.pop(); job != nullptr; job = deque_.pop()) {
+    [[gnu::noinline]] bool take_back(StackJob<B> &job_b, Job *first) {
+        for (Job *job = first; job != nullptr; job = pop()) {
             if (job == &job_b) {
                 bump(jobs_executed_);
                 return job_b.fn();
@@ -108,6 +146,23 @@ private:
 
     Job *find_work();
     Job *steal();
+
+    // Whether some worker of the pool is inactive (searching for work or
+    // asleep): then every private job is published. One load (seq_cst load:
+    // a plain mov on x86) of a line that changes only when workers go idle
+    // or wake.
+    bool others_want_work() const { return sleep_->counters().inactive() != 0; }
+
+    // Makes the private jobs stealable and tells the sleep protocol: a
+    // published job is a posted job (JEC, wake decisions). No fence: a
+    // sleeper that misses it costs parallelism, never progress, since
+    // this worker runs its own jobs.
+    [[gnu::noinline]] void publish(int64_t max = INT64_MAX) {
+        int64_t n = deque_.publish(max);
+        if (n == 0) return;
+        uint32_t jobs = static_cast<uint32_t>(std::min<int64_t>(n, UINT32_MAX));
+        sleep_->new_internal_jobs(jobs, [this, n] { return deque_.size_hint() <= n; });
+    }
 
     Deque<Job *> deque_;
     Registry *const registry_;

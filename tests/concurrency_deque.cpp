@@ -1,6 +1,7 @@
 // blz::Deque under contention: one owner pushes 10^6 items (from the
-// initial capacity, so the buffer grows many times while thieves read it)
-// and pops some of them, while 3 thieves steal continuously. Every item is
+// initial capacity, so the buffer grows many times while thieves read it),
+// publishes most of them (the rest stay private for a while) and pops some,
+// while 3 thieves steal continuously. Every item is
 // a pointer to its own counter: whoever takes it increments the counter,
 // so at the end each counter must be exactly 1 (none lost, none taken
 // twice). Failures are gathered in atomics and asserted on the main thread
@@ -112,6 +113,9 @@ RoundResult run_round(std::size_t num_items, int num_thieves, OwnerPattern patte
                     push_failed.store(true);
                     break;
                 }
+                // Publish in batches of up to five: the pops below take
+                // private and public elements in turn.
+                if (i % 5 == 4) d.publish();
                 if (i % 7 == 3) pop_one();
                 // Drain from the bottom now and then: races on the last elements.
                 if (i % 50000 == 49999) {
@@ -125,6 +129,9 @@ RoundResult run_round(std::size_t num_items, int num_thieves, OwnerPattern patte
                     push_failed.store(true);
                     break;
                 }
+                // Publish three pushes in four: the fourth stays private,
+                // and its pop must not race anyone.
+                if (i % 4 != 3) d.publish();
                 // Leave the elements out for a moment so that thieves get to
                 // them (this only widens the race window; nothing depends on it).
                 for (std::size_t k = 0; k < i % 32; ++k) spin_sink.fetch_add(1, std::memory_order_relaxed);
@@ -187,6 +194,7 @@ TEST_CASE("concurrency deque: owner pushes 10^6 with pops, 3 thieves steal: ever
         CHECK(r.never == 0);
         CHECK(r.twice == 0);
         CHECK(r.popped + r.stolen == kItems);
+        CHECK(r.stolen > 0);  // the thieves took part
         CHECK(r.final_size_hint == 0);
         // A power of two no smaller than the initial capacity.
         CHECK(r.final_capacity >= SlotDeque::kInitialCapacity);
@@ -217,6 +225,7 @@ TEST_CASE("concurrency deque: owner pops a deque of one or two elements while th
             CHECK(r.never == 0);
             CHECK(r.twice == 0);
             CHECK(r.popped + r.stolen == kItems);
+            CHECK(r.stolen > 0);  // the thieves took part
             CHECK(r.final_size_hint == 0);
             CHECK(r.final_capacity == SlotDeque::kInitialCapacity);  // never more than two elements
         }

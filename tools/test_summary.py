@@ -2,9 +2,11 @@
 """Prints one line per test program and the totals as "N passed, N failed".
 
 Reads meson's testlog.json. A Catch2 program counts its test cases (parsed
-from its summary line); any other program counts as one test. A program
-that failed without a Catch2 summary (a crash, a watchdog, a timeout)
-counts as one failure.
+from its summary line); a program that prints a line "<name>: N passed, M
+failed" (the Python, Rust and model-checking suites) counts what its last
+such line says; any other program counts as one test. A program that failed
+without such a summary (a crash, a watchdog, a timeout) counts as one
+failure.
 """
 import json
 import re
@@ -12,6 +14,7 @@ import sys
 
 ALL_PASSED = re.compile(r"All tests passed \(\d+ assertions? in (\d+) test cases?\)")
 MIXED = re.compile(r"test cases:\s*(\d+)\s*\|\s*(\d+) passed\s*\|\s*(\d+) failed")
+OWN_SUMMARY = re.compile(r"^[\w.-]+: (\d+) passed, (\d+) failed\s*$", re.MULTILINE)
 
 
 def counts(entry):
@@ -24,6 +27,10 @@ def counts(entry):
     if m:
         failed = int(m.group(3)) or (0 if ok else 1)
         return int(m.group(2)), failed
+    own = OWN_SUMMARY.findall(out)
+    if own:
+        passed, failed = (int(n) for n in own[-1])
+        return passed, failed or (0 if ok else 1)
     return (1, 0) if ok else (0, 1)
 
 
