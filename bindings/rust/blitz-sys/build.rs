@@ -1,0 +1,226 @@
+// Finds libblitz and its header, links the library, and measures the C ABI.
+//
+// The library is looked for, in order:
+//   1. BLITZ_LIB_DIR (a directory holding libblitz.so);
+//   2. `pkg-config --libs blitz` (the pkg-config command; PKG_CONFIG names another one);
+//   3. the checkout's Meson build directory, ../../../build from this crate.
+// The header comes from BLITZ_INCLUDE_DIR, else from where the library was
+// found: pkg-config's includedir, or the checkout's include/ directory.
+// Which one was used is printed as a cargo warning; when none of them has
+// the library, the build stops with a message that says what to do.
+//
+// The ABI probe: a C program generated from the header itself (every
+// BLZ_* constant and enum value, every struct's size, alignment and field
+// offsets and sizes) is compiled with the C compiler ($CC, else cc) and run;
+// its output goes to $OUT_DIR/c_abi.txt and a copy of the header to
+// $OUT_DIR/blitz.h, which tests/abi_mirror.rs compares with the Rust
+// declarations. A failure here does not stop the build: c_abi.txt then
+// holds an "error" line, and the mirror test fails with it.
+use std::env;
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[path = "abi/header.rs"]
+mod header;
+
+struct Found {
+    how: String,
+    lib_dirs: Vec<PathBuf>,
+    /// Directory to put in the rpath of this crate's own tests and of dependents that ask.
+    runtime_dir: Option<PathBuf>,
+    include_dir: Option<PathBuf>,
+}
+
+fn checkout_root() -> PathBuf {
+    let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    manifest.join("..").join("..").join("..")
+}
+
+fn normalize(p: PathBuf) -> PathBuf {
+    fs::canonicalize(&p).unwrap_or(p)
+}
+
+fn env_path(name: &str) -> Option<PathBuf> {
+    println!("cargo:rerun-if-env-changed={}", name);
+    match env::var_os(name) {
+        Some(v) if !v.is_empty() => Some(PathBuf::from(v)),
+        _ => None,
+    }
+}
+
+fn pkg_config(args: &[&str]) -> Option<String> {
+    let program = env::var("PKG_CONFIG").unwrap_or_else(|_| "pkg-config".to_string());
+    let out = Command::new(program).args(args).output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+fn find_library() -> Found {
+    let include_override = env_path("BLITZ_INCLUDE_DIR");
+    let checkout_include = normalize(checkout_root().join("include"));
+    let checkout_include = if checkout_include.join("blitz.h").is_file() { Some(checkout_include) } else { None };
+
+    if let Some(dir) = env_path("BLITZ_LIB_DIR") {
+        let dir = normalize(dir);
+        if !dir.join("libblitz.so").exists() {
+            panic!("blitz-sys: BLITZ_LIB_DIR={} holds no libblitz.so", dir.display());
+        }
+        return Found {
+            how: format!("BLITZ_LIB_DIR={}", dir.display()),
+            lib_dirs: vec![dir.clone()],
+            runtime_dir: Some(dir),
+            include_dir: include_override.or(checkout_include),
+        };
+    }
+
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG_PATH");
+    println!("cargo:rerun-if-env-changed=PKG_CONFIG");
+    if let Some(libs) = pkg_config(&["--libs", "blitz"]) {
+        let lib_dirs: Vec<PathBuf> =
+            libs.split_whitespace().filter_map(|flag| flag.strip_prefix("-L")).map(PathBuf::from).collect();
+        let libdir = pkg_config(&["--variable=libdir", "blitz"]).filter(|d| !d.is_empty()).map(PathBuf::from);
+        let includedir = pkg_config(&["--variable=includedir", "blitz"]).filter(|d| !d.is_empty()).map(PathBuf::from);
+        return Found {
+            how: format!("`pkg-config --libs blitz` ({})", libs),
+            lib_dirs,
+            runtime_dir: libdir,
+            include_dir: include_override.or(includedir),
+        };
+    }
+
+    let build = normalize(checkout_root().join("build"));
+    if !build.join("libblitz.so").exists() {
+        // Fail here with the remedy rather than later with a linker error.
+        panic!(
+            "blitz-sys: libblitz not found: set BLITZ_LIB_DIR to the directory of libblitz.so, \
+             install blitz.pc where pkg-config finds it, or build this checkout (`./dev build` makes {})",
+            build.join("libblitz.so").display()
+        );
+    }
+    println!("cargo:rerun-if-changed={}", build.join("libblitz.so").display());
+    Found {
+        how: format!("the checkout's build directory {}", build.display()),
+        lib_dirs: vec![build.clone()],
+        runtime_dir: Some(build),
+        include_dir: include_override.or(checkout_include),
+    }
+}
+
+/// The C program that prints the header's ABI facts, one per line.
+fn probe_source(h: &header::Header) -> String {
+    let mut c = String::new();
+    c.push_str("#include <stddef.h>\n#include <stdio.h>\n#include \"blitz.h\"\n\nint main(void) {\n");
+    for name in &h.constants {
+        writeln!(c, "    printf(\"const {n} %lld\\n\", (long long)({n}));", n = name).unwrap();
+    }
+    for name in &h.opaque {
+        // An opaque type must stay incomplete: only a pointer to it is used.
+        writeln!(c, "    {{ {n} *p = NULL; (void)p; printf(\"opaque {n}\\n\"); }}", n = name).unwrap();
+    }
+    for (name, _) in &h.scalars {
+        writeln!(
+            c,
+            "    printf(\"scalar {n} %zu %zu %d\\n\", sizeof({n}), (size_t)_Alignof({n}), ({n})-1 < ({n})0);",
+            n = name
+        )
+        .unwrap();
+    }
+    for p in &h.callbacks {
+        writeln!(c, "    printf(\"callback {n} %zu\\n\", sizeof({n}));", n = p.name).unwrap();
+    }
+    for (name, fields) in &h.structs {
+        writeln!(c, "    printf(\"struct {n} %zu %zu\\n\", sizeof({n}), (size_t)_Alignof({n}));", n = name).unwrap();
+        for f in fields {
+            writeln!(
+                c,
+                "    printf(\"field {n} {f} %zu %zu\\n\", offsetof({n}, {f}), sizeof((({n} *)0)->{f}));",
+                n = name,
+                f = f.name
+            )
+            .unwrap();
+        }
+    }
+    c.push_str("    return 0;\n}\n");
+    c
+}
+
+/// Generates, compiles and runs the probe. Returns its output or an error text.
+fn run_probe(include_dir: &Path, out_dir: &Path) -> Result<String, String> {
+    let header_path = include_dir.join("blitz.h");
+    let text = fs::read_to_string(&header_path).map_err(|e| format!("cannot read {}: {}", header_path.display(), e))?;
+    fs::write(out_dir.join("blitz.h"), &text).map_err(|e| e.to_string())?;
+    let h = header::parse(&text);
+    let source = out_dir.join("abi_probe.c");
+    fs::write(&source, probe_source(&h)).map_err(|e| e.to_string())?;
+    let exe = out_dir.join("abi_probe");
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let out = Command::new(&cc)
+        .arg("-std=c11")
+        .arg("-Wall")
+        .arg("-Werror")
+        .arg("-I")
+        .arg(include_dir)
+        .arg(&source)
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .map_err(|e| format!("cannot run the C compiler {:?}: {}", cc, e))?;
+    if !out.status.success() {
+        return Err(format!("{} failed on the probe: {}", cc, String::from_utf8_lossy(&out.stderr).replace('\n', " ")));
+    }
+    let run = Command::new(&exe).output().map_err(|e| format!("cannot run the probe: {}", e))?;
+    if !run.status.success() {
+        return Err("the probe failed".to_string());
+    }
+    Ok(String::from_utf8_lossy(&run.stdout).into_owned())
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=abi/header.rs");
+    println!("cargo:rerun-if-env-changed=CC");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+
+    let found = find_library();
+    for dir in &found.lib_dirs {
+        println!("cargo:rustc-link-search=native={}", dir.display());
+    }
+    println!("cargo:rustc-link-lib=dylib=blitz");
+    if let Some(dir) = &found.runtime_dir {
+        // Dependents' build scripts see it as DEP_BLITZ_LIB_DIR.
+        println!("cargo:lib_dir={}", dir.display());
+        // This crate's own tests find the library at run time without LD_LIBRARY_PATH.
+        println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
+    }
+    let header_note = match &found.include_dir {
+        Some(dir) => {
+            println!("cargo:include_dir={}", dir.display());
+            println!("cargo:rerun-if-changed={}", dir.join("blitz.h").display());
+            format!("header {}", dir.join("blitz.h").display())
+        }
+        None => "no blitz.h found (set BLITZ_INCLUDE_DIR); the ABI mirror test will fail".to_string(),
+    };
+    println!("cargo:warning=blitz-sys: libblitz from {}; {}", found.how, header_note);
+
+    let cross = env::var("TARGET").ok() != env::var("HOST").ok();
+    let result = match (&found.include_dir, cross) {
+        (_, true) => Err("cross-compiling: the C probe cannot run on the build machine".to_string()),
+        (None, false) => Err("blitz.h not found (set BLITZ_INCLUDE_DIR)".to_string()),
+        (Some(dir), false) => run_probe(dir, &out_dir),
+    };
+    let abi = match result {
+        Ok(text) => text,
+        Err(e) => {
+            println!("cargo:warning=blitz-sys: ABI probe: {}", e);
+            if !out_dir.join("blitz.h").exists() {
+                fs::write(out_dir.join("blitz.h"), "").unwrap();
+            }
+            format!("error {}\n", e)
+        }
+    };
+    fs::write(out_dir.join("c_abi.txt"), abi).unwrap();
+}

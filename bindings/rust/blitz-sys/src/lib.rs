@@ -1,0 +1,183 @@
+//! Raw bindings to libblitz, a work-stealing thread pool behind a plain C ABI.
+//!
+//! Every item here mirrors one declaration of `include/blitz.h`, with the
+//! same name, the same types and the same layout; the header's comments are
+//! the documentation of record. `tests/abi_mirror.rs` proves the mirror
+//! exact: it compiles a C program generated from the header and compares
+//! every constant, every struct's size, alignment and field offsets, and
+//! every prototype with the declarations below.
+//!
+//! Use the `blitz` crate for a safe API. Calling these functions is unsafe:
+//! the caller keeps the header's rules (a task handle is joined exactly once,
+//! no call on a pool after `blz_pool_destroy`, callbacks must not unwind).
+//!
+//! The build script links `libblitz.so` from `BLITZ_LIB_DIR`, else from
+//! `pkg-config --libs blitz`, else from the checkout's `build/` directory.
+#![allow(non_camel_case_types)]
+
+use std::marker::{PhantomData, PhantomPinned};
+use std::os::raw::{c_char, c_void};
+
+/// Major version: changes when the ABI breaks.
+pub const BLZ_VERSION_MAJOR: u32 = 0;
+/// Minor version: changes when the ABI grows.
+pub const BLZ_VERSION_MINOR: u32 = 1;
+/// Patch version: changes for fixes only.
+pub const BLZ_VERSION_PATCH: u32 = 0;
+/// The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH.
+pub const BLZ_VERSION_NUMBER: u32 = BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH;
+/// The most workers one pool may have.
+pub const BLZ_MAX_THREADS: u32 = 65535;
+
+/// A status: `BLZ_OK` or one of the negative status codes below.
+pub type blz_status = i32;
+
+/// Success.
+pub const BLZ_OK: blz_status = 0;
+/// An argument is invalid; nothing was done.
+pub const BLZ_EINVAL: blz_status = -1;
+/// Out of memory; nothing was done.
+pub const BLZ_ENOMEM: blz_status = -2;
+/// The OS refused to start a worker thread.
+pub const BLZ_ETHREAD: blz_status = -3;
+/// The pool is being destroyed.
+pub const BLZ_ESHUTDOWN: blz_status = -4;
+/// The call would wait for itself.
+pub const BLZ_EDEADLK: blz_status = -5;
+/// A task it waited for ended by an exception.
+pub const BLZ_ETASK: blz_status = -6;
+/// The pool was created before fork() in another process.
+pub const BLZ_EFORK: blz_status = -7;
+
+/// A thread pool. Opaque; created by [`blz_pool_create`].
+#[repr(C)]
+pub struct blz_pool {
+    _opaque: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A spawned task that will be joined. Opaque; created by [`blz_spawn`].
+#[repr(C)]
+pub struct blz_task {
+    _opaque: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A set of tasks waited for together. Opaque; created by [`blz_group_create`].
+#[repr(C)]
+pub struct blz_group {
+    _opaque: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
+/// A job: called once with the argument it was given. Must not unwind.
+pub type blz_fn = Option<unsafe extern "C" fn(arg: *mut c_void)>;
+
+/// A loop body: called with disjoint sub-ranges `[begin, end)`. Must not unwind.
+pub type blz_range_fn = Option<unsafe extern "C" fn(arg: *mut c_void, begin: usize, end: usize)>;
+
+/// A worker hook: called with the pool's user pointer and the worker's index. Must not unwind.
+pub type blz_thread_fn = Option<unsafe extern "C" fn(user: *mut c_void, worker_index: u32)>;
+
+/// How to build a pool. Initialise with [`blz_pool_config_init`], then
+/// change the fields you need; a config is read only during [`blz_pool_create`].
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blz_pool_config {
+    /// `size_of::<blz_pool_config>()`; set by `blz_pool_config_init`.
+    pub struct_size: u32,
+    /// 0: `BLZ_NUM_THREADS` if it parses to 1..65535, else the CPUs this process may run on.
+    pub num_threads: u32,
+    /// Bytes of stack per worker; 0: the platform's default.
+    pub stack_size: usize,
+    /// Worker name prefix; NULL: "blz".
+    pub thread_name: *const c_char,
+    /// Runs on each worker before its first job; None: none.
+    pub on_thread_start: blz_thread_fn,
+    /// Runs on each worker after its last job; None: none.
+    pub on_thread_stop: blz_thread_fn,
+    /// Passed to both hooks.
+    pub user: *mut c_void,
+}
+
+/// A snapshot of a pool's counters, filled by [`blz_pool_stats`]. Counters
+/// are summed over workers without stopping them, so a snapshot taken while
+/// the pool runs may mix moments a few nanoseconds apart.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct blz_stats {
+    /// Set by the caller to `size_of::<blz_stats>()`.
+    pub struct_size: u32,
+    /// Workers in the pool.
+    pub num_threads: u32,
+    /// Workers blocked right now.
+    pub sleeping_now: u32,
+    /// Workers not running a job right now (searching or sleeping).
+    pub inactive_now: u32,
+    /// Jobs taken from a queue (own deque, a steal or the injector) and run.
+    pub jobs_executed: u64,
+    /// Jobs that came from threads outside the pool.
+    pub jobs_injected: u64,
+    /// Jobs taken from another worker's deque.
+    pub steals: u64,
+    /// Times a worker blocked.
+    pub sleeps: u64,
+    /// Times a sleeping worker was woken.
+    pub wakeups: u64,
+    /// Wakeups after which the worker found no job before sleeping again.
+    pub spurious_wakeups: u64,
+    /// Sleeps abandoned at the last check (JEC changed, injected job seen).
+    pub sleep_aborts: u64,
+    /// Tasks that ended by an exception.
+    pub tasks_failed: u64,
+}
+
+extern "C" {
+    /// The library's version as `BLZ_VERSION_NUMBER` computes it.
+    pub fn blz_version_number() -> u32;
+    /// A short English description of a status; never NULL, static.
+    pub fn blz_status_string(status: blz_status) -> *const c_char;
+    /// Fills `config` with the defaults. Does nothing when `config` is NULL.
+    pub fn blz_pool_config_init(config: *mut blz_pool_config);
+    /// Creates a pool and starts its workers.
+    pub fn blz_pool_create(config: *const blz_pool_config, out_pool: *mut *mut blz_pool) -> blz_status;
+    /// Waits for every accepted task, stops the workers and frees the pool.
+    pub fn blz_pool_destroy(pool: *mut blz_pool) -> blz_status;
+    /// The number of workers; 0 when `pool` is NULL.
+    pub fn blz_pool_num_threads(pool: *const blz_pool) -> u32;
+    /// The calling thread's index in `pool`, or -1.
+    pub fn blz_worker_index(pool: *const blz_pool) -> i32;
+    /// Fills the fields of `out_stats` that fit in `out_stats->struct_size`.
+    pub fn blz_pool_stats(pool: *const blz_pool, out_stats: *mut blz_stats) -> blz_status;
+    /// Runs `f(arg)` on a worker later; detached when `out_task` is NULL.
+    pub fn blz_spawn(pool: *mut blz_pool, f: blz_fn, arg: *mut c_void, out_task: *mut *mut blz_task) -> blz_status;
+    /// Waits until `task` has run, then frees the handle.
+    pub fn blz_join(task: *mut blz_task) -> blz_status;
+    /// Runs `a(arg_a)` and `b(arg_b)`, possibly in parallel.
+    pub fn blz_fork_join(
+        pool: *mut blz_pool,
+        a: blz_fn,
+        arg_a: *mut c_void,
+        b: blz_fn,
+        arg_b: *mut c_void,
+    ) -> blz_status;
+    /// Runs `f(arg)` on one of the pool's workers and waits for it.
+    pub fn blz_call(pool: *mut blz_pool, f: blz_fn, arg: *mut c_void) -> blz_status;
+    /// Calls `body(arg, lo, hi)` on disjoint sub-ranges covering `[begin, end)`.
+    pub fn blz_parallel_for(
+        pool: *mut blz_pool,
+        begin: usize,
+        end: usize,
+        grain: usize,
+        body: blz_range_fn,
+        arg: *mut c_void,
+    ) -> blz_status;
+    /// Creates an empty group of tasks on `pool`.
+    pub fn blz_group_create(pool: *mut blz_pool, out_group: *mut *mut blz_group) -> blz_status;
+    /// Spawns `f(arg)` as a task of `group`.
+    pub fn blz_group_spawn(group: *mut blz_group, f: blz_fn, arg: *mut c_void) -> blz_status;
+    /// Waits until the group has no unfinished task.
+    pub fn blz_group_wait(group: *mut blz_group) -> blz_status;
+    /// Waits as `blz_group_wait` does, then frees the group.
+    pub fn blz_group_destroy(group: *mut blz_group) -> blz_status;
+}

@@ -1,0 +1,153 @@
+//! Closures turned into C jobs. Every trampoline catches the closure's panic
+//! (no unwind ever crosses the C boundary) and keeps it for the thread that
+//! waits, which resumes it.
+use std::any::Any;
+use std::mem::MaybeUninit;
+use std::os::raw::c_void;
+use std::panic::{self, AssertUnwindSafe};
+use std::thread;
+
+use blitz_sys as sys;
+
+/// Drops a panic payload whose destructor might itself panic.
+pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
+    if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
+        std::mem::forget(again);
+    }
+}
+
+/// A closure and the slots for its outcome, both in the waiting caller's
+/// stack frame: the caller does not return before the job has run.
+///
+/// The value and the panic have separate, uninitialised slots and a state
+/// byte says which one the trampoline wrote (rather than one
+/// `Option<thread::Result<R>>`), because this is the hot path of every
+/// join: the caller reads the value with loads as wide as the stores that
+/// wrote it (copying a whole enum can become one 16-byte load after 8-byte
+/// stores, which store-to-load forwarding cannot serve), and nothing is
+/// written for the panic on the common path. bench/rust-join measures what
+/// remains of the difference to the raw `blz_fork_join`.
+pub(crate) struct StackJob<F, R> {
+    f: Option<F>,
+    state: u8,
+    value: MaybeUninit<R>,
+    panic: MaybeUninit<Box<dyn Any + Send + 'static>>,
+}
+
+const NOT_RUN: u8 = 0;
+const RETURNED: u8 = 1;
+const PANICKED: u8 = 2;
+
+impl<F: FnOnce() -> R, R> StackJob<F, R> {
+    #[inline]
+    pub(crate) fn new(f: F) -> Self {
+        StackJob { f: Some(f), state: NOT_RUN, value: MaybeUninit::uninit(), panic: MaybeUninit::uninit() }
+    }
+
+    /// The C function that runs `arg`, a `*mut StackJob<F, R>`.
+    #[inline]
+    pub(crate) fn c_fn() -> sys::blz_fn {
+        Some(Self::execute)
+    }
+
+    #[inline]
+    pub(crate) fn c_arg(&mut self) -> *mut c_void {
+        self as *mut Self as *mut c_void
+    }
+
+    unsafe extern "C" fn execute(arg: *mut c_void) {
+        // SAFETY: arg is the StackJob the waiting caller passed; it is alive
+        // until the C call that runs us returns, and only we touch it meanwhile.
+        let job = &mut *(arg as *mut Self);
+        if let Some(f) = job.f.take() {
+            match panic::catch_unwind(AssertUnwindSafe(f)) {
+                Ok(value) => {
+                    job.value = MaybeUninit::new(value);
+                    job.state = RETURNED;
+                }
+                Err(payload) => {
+                    job.panic = MaybeUninit::new(payload);
+                    job.state = PANICKED;
+                }
+            }
+        }
+    }
+
+    /// The closure's value or its panic; None if it never ran.
+    #[inline]
+    pub(crate) fn into_result(self) -> Option<thread::Result<R>> {
+        // SAFETY: the state says which slot execute wrote; each is read once
+        // (MaybeUninit never drops what it holds).
+        match self.state {
+            RETURNED => Some(Ok(unsafe { self.value.as_ptr().read() })),
+            PANICKED => Some(Err(unsafe { self.panic.as_ptr().read() })),
+            _ => None,
+        }
+    }
+}
+
+/// Runs `a` and `b` through `blz_fork_join` on `pool` and returns both
+/// values; resumes `a`'s panic first, then `b`'s (both always ran).
+///
+/// # Safety
+/// `pool` is a live pool.
+#[inline(always)]
+pub(crate) unsafe fn fork_join<A, B, RA, RB>(pool: *mut sys::blz_pool, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let mut job_a = StackJob::new(a);
+    let mut job_b = StackJob::new(b);
+    let status =
+        sys::blz_fork_join(pool, StackJob::<A, RA>::c_fn(), job_a.c_arg(), StackJob::<B, RB>::c_fn(), job_b.c_arg());
+    join_results(status, job_a.into_result(), job_b.into_result())
+}
+
+#[inline]
+pub(crate) fn join_results<RA, RB>(
+    status: sys::blz_status,
+    a: Option<thread::Result<RA>>,
+    b: Option<thread::Result<RB>>,
+) -> (RA, RB) {
+    match (a, b) {
+        (Some(Ok(a)), Some(Ok(b))) => (a, b),
+        (Some(Err(payload)), b) => {
+            if let Some(Err(other)) = b {
+                drop_payload(other);
+            }
+            panic::resume_unwind(payload)
+        }
+        (_, Some(Err(payload))) => panic::resume_unwind(payload),
+        _ => failed("join", status),
+    }
+}
+
+/// Runs `op` on a worker of `pool` through `blz_call` and returns its value
+/// or resumes its panic.
+///
+/// # Safety
+/// `pool` is a live pool.
+pub(crate) unsafe fn call<OP, R>(pool: *mut sys::blz_pool, op: OP) -> R
+where
+    OP: FnOnce() -> R + Send,
+    R: Send,
+{
+    let mut job = StackJob::new(op);
+    let status = sys::blz_call(pool, StackJob::<OP, R>::c_fn(), job.c_arg());
+    match job.into_result() {
+        Some(Ok(value)) => value,
+        Some(Err(payload)) => panic::resume_unwind(payload),
+        None => failed("install", status),
+    }
+}
+
+/// A call whose work never ran: only in a forked child (`BLZ_EFORK`) or on
+/// a pool being destroyed, which a live `&ThreadPool` excludes.
+#[cold]
+pub(crate) fn failed(what: &str, status: sys::blz_status) -> ! {
+    let error = crate::Error::check(status).err().unwrap_or(crate::Error::Unknown(status));
+    panic!("blitz: {} did not run its closures: {}", what, error)
+}

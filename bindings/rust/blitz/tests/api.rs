@@ -1,0 +1,514 @@
+//! The safe API behaves as documented: values, threads, panics, errors,
+//! lifetimes at run time, and dropping.
+//! Atomics here are counters and flags read after a join or a wait that
+//! already orders them; SeqCst is used throughout only for simplicity.
+use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use blitz::{Error, ThreadPool, ThreadPoolBuilder};
+
+fn pool(n: usize) -> ThreadPool {
+    ThreadPoolBuilder::new().num_threads(n).build().expect("build")
+}
+
+fn fib(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = blitz::join(|| fib(n - 1), || fib(n - 2));
+    a + b
+}
+
+fn message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "?".to_string()
+    }
+}
+
+/// Silences the default panic message for the panics these tests cause on purpose.
+fn quiet_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let default = panic::take_hook();
+        panic::set_hook(Box::new(move |info| {
+            let text = info.to_string();
+            if !text.contains("on purpose") {
+                default(info);
+            }
+        }));
+    });
+}
+
+fn assert_send_sync<T: Send + Sync>() {}
+fn assert_send<T: Send>() {}
+
+#[test]
+fn pool_and_handles_are_send_and_sync() {
+    assert_send_sync::<ThreadPool>();
+    assert_send_sync::<Error>();
+    assert_send_sync::<blitz::Scope<'static>>();
+    assert_send::<blitz::JoinHandle<Vec<u8>>>();
+}
+
+/// The names (from /proc) of the workers that ran one of `tasks` tasks.
+fn worker_names(pool: &ThreadPool, tasks: usize) -> Vec<String> {
+    let names = Mutex::new(Vec::new());
+    pool.scope(|s| {
+        for _ in 0..tasks {
+            s.spawn(|_| {
+                let name = std::fs::read_to_string("/proc/thread-self/comm").unwrap();
+                names.lock().unwrap().push(name.trim().to_string());
+                // Makes it likely (not needed) that the other worker takes a task too.
+                thread::sleep(Duration::from_millis(20));
+            });
+        }
+    });
+    names.into_inner().unwrap()
+}
+
+#[test]
+fn builder_sets_threads_and_names() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).thread_name("worker").build().unwrap();
+    assert_eq!(pool.current_num_threads(), 2);
+    for name in worker_names(&pool, 2) {
+        assert!(name == "worker-0" || name == "worker-1", "{}", name);
+    }
+    assert!(format!("{:?}", pool).contains("num_threads: 2"));
+
+    // Linux keeps 15 bytes of a name: the prefix gives way to the index.
+    let pool = ThreadPoolBuilder::new().num_threads(2).thread_name("a-much-too-long-prefix").build().unwrap();
+    for name in worker_names(&pool, 2) {
+        assert!(name == "a-much-too-lo-0" || name == "a-much-too-lo-1", "{}", name);
+    }
+}
+
+#[test]
+fn builder_errors_map_to_einval() {
+    assert!(matches!(ThreadPoolBuilder::new().num_threads(65536).build(), Err(Error::InvalidArgument)));
+    assert!(matches!(ThreadPoolBuilder::new().num_threads(usize::MAX).build(), Err(Error::InvalidArgument)));
+    assert!(matches!(ThreadPoolBuilder::new().thread_name("a\0b").build(), Err(Error::InvalidArgument)));
+    assert!(matches!(ThreadPoolBuilder::new().num_threads(1).stack_size(1).build(), Err(Error::InvalidArgument)));
+    let pool = ThreadPoolBuilder::new().num_threads(1).stack_size(1 << 20).build().unwrap();
+    assert_eq!(pool.install(|| 7), 7);
+}
+
+#[test]
+fn default_thread_count_is_positive() {
+    let pool = ThreadPoolBuilder::new().build().unwrap();
+    assert!(pool.current_num_threads() >= 1);
+}
+
+#[test]
+fn join_from_outside_runs_on_workers() {
+    let pool = pool(2);
+    let (a, b) = pool.join(blitz::current_thread_index, blitz::current_thread_index);
+    assert!(a.unwrap() < 2 && b.unwrap() < 2);
+    assert_eq!(pool.join(|| fib(20), || fib(21)), (6765, 10946));
+}
+
+#[test]
+fn free_join_uses_the_workers_pool() {
+    let pool = pool(2);
+    let (a, b, n) = pool.install(|| {
+        let (a, b) = blitz::join(blitz::current_thread_index, blitz::current_thread_index);
+        (a, b, blitz::current_num_threads())
+    });
+    assert!(a.is_some() && b.is_some());
+    assert_eq!(n, 2);
+    for _ in 0..20 {
+        assert_eq!(pool.install(|| fib(25)), 75025);
+    }
+    assert!(pool.stats().jobs_executed > 0);
+}
+
+#[test]
+fn free_join_outside_a_pool_runs_here() {
+    let here = thread::current().id();
+    let (a, b) = blitz::join(|| thread::current().id(), || thread::current().id());
+    assert_eq!((a, b), (here, here));
+    assert_eq!(blitz::current_thread_index(), None);
+    assert_eq!(blitz::current_num_threads(), 1);
+    assert_eq!(fib(15), 610);
+}
+
+#[test]
+fn install_returns_the_value_on_a_worker() {
+    let pool = pool(2);
+    let outside = thread::current().id();
+    let (id, index) = pool.install(|| (thread::current().id(), pool.current_thread_index()));
+    assert_ne!(id, outside);
+    assert!(index.unwrap() < 2);
+    assert!(pool.install(blitz::current_thread_index).is_some());
+    // Nested install on the same pool runs inline.
+    let nested = pool.install(|| {
+        let me = thread::current().id();
+        pool.install(|| thread::current().id()) == me
+    });
+    assert!(nested);
+    assert_eq!(pool.current_thread_index(), None);
+    // Borrowing and mutating the caller's data.
+    let mut v = vec![1, 2, 3];
+    pool.install(|| v.push(4));
+    assert_eq!(v, [1, 2, 3, 4]);
+}
+
+#[test]
+fn join_resumes_the_first_closures_panic_after_both_ran() {
+    quiet_panics();
+    let pool = pool(2);
+    let b_ran = AtomicBool::new(false);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        pool.join(|| panic!("a on purpose"), || b_ran.store(true, Ordering::SeqCst))
+    }));
+    assert_eq!(message(&*caught.unwrap_err()), "a on purpose");
+    assert!(b_ran.load(Ordering::SeqCst));
+
+    let both = panic::catch_unwind(AssertUnwindSafe(|| {
+        pool.join(|| -> () { panic!("first on purpose") }, || -> () { panic!("second on purpose") })
+    }));
+    assert_eq!(message(&*both.unwrap_err()), "first on purpose");
+
+    let only_b = panic::catch_unwind(AssertUnwindSafe(|| pool.join(|| 1, || -> i32 { panic!("b on purpose") })));
+    assert_eq!(message(&*only_b.unwrap_err()), "b on purpose");
+
+    // The same rules on a worker and outside any pool.
+    let inner = pool.install(|| {
+        panic::catch_unwind(AssertUnwindSafe(|| {
+            blitz::join(|| -> () { panic!("inner a on purpose") }, || -> () { panic!("inner b on purpose") })
+        }))
+        .map_err(|p| message(&*p))
+    });
+    assert_eq!(inner.unwrap_err(), "inner a on purpose");
+    let b_ran = AtomicBool::new(false);
+    let outside = panic::catch_unwind(AssertUnwindSafe(|| {
+        blitz::join(|| panic!("outside on purpose"), || b_ran.store(true, Ordering::SeqCst))
+    }));
+    assert_eq!(message(&*outside.unwrap_err()), "outside on purpose");
+    assert!(b_ran.load(Ordering::SeqCst));
+
+    // The pool still works, and no panic reached the C side.
+    assert_eq!(pool.join(|| 1, || 2), (1, 2));
+    assert_eq!(pool.stats().tasks_failed, 0);
+}
+
+#[test]
+fn install_resumes_a_panic() {
+    quiet_panics();
+    let pool = pool(1);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| pool.install(|| -> () { panic!("install on purpose") })));
+    assert_eq!(message(&*caught.unwrap_err()), "install on purpose");
+    assert_eq!(pool.install(|| 5), 5);
+}
+
+#[test]
+fn scope_tasks_borrow_and_finish_before_return() {
+    let pool = pool(2);
+    let data: Vec<u64> = (0..1000).collect();
+    let counter = AtomicUsize::new(0);
+    let mut sums = [0u64; 10];
+    pool.scope(|s| {
+        for (chunk, sum) in data.chunks(100).zip(sums.iter_mut()) {
+            let counter = &counter;
+            s.spawn(move |s| {
+                *sum = chunk.iter().sum();
+                counter.fetch_add(1, Ordering::SeqCst);
+                s.spawn(move |_| {
+                    thread::sleep(Duration::from_millis(1));
+                    counter.fetch_add(1, Ordering::SeqCst);
+                });
+            });
+        }
+    });
+    assert_eq!(counter.load(Ordering::SeqCst), 20);
+    assert_eq!(sums.iter().sum::<u64>(), 999 * 1000 / 2);
+}
+
+#[test]
+fn scope_returns_the_value_and_spawns_from_other_threads() {
+    let pool = pool(2);
+    let count = AtomicUsize::new(0);
+    let r = pool.scope(|s| {
+        // A thread outside the pool may spawn into the scope too.
+        thread::scope(|t| {
+            t.spawn(|| {
+                for _ in 0..100 {
+                    s.spawn(|_| {
+                        count.fetch_add(1, Ordering::SeqCst);
+                    });
+                }
+            });
+        });
+        "done"
+    });
+    assert_eq!(r, "done");
+    assert_eq!(count.load(Ordering::SeqCst), 100);
+}
+
+#[test]
+fn scope_waits_for_tasks_before_resuming_a_panic() {
+    quiet_panics();
+    let pool = pool(2);
+    let finished = AtomicUsize::new(0);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        pool.scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|_| {
+                    thread::sleep(Duration::from_millis(20));
+                    finished.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+            panic!("op on purpose");
+        })
+    }));
+    assert_eq!(message(&*caught.unwrap_err()), "op on purpose");
+    assert_eq!(finished.load(Ordering::SeqCst), 4, "every task ended before the panic was resumed");
+
+    let finished = AtomicUsize::new(0);
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+        pool.scope(|s| {
+            s.spawn(|_| panic!("task on purpose"));
+            for _ in 0..4 {
+                s.spawn(|_| {
+                    thread::sleep(Duration::from_millis(5));
+                    finished.fetch_add(1, Ordering::SeqCst);
+                });
+            }
+        })
+    }));
+    assert_eq!(message(&*caught.unwrap_err()), "task on purpose");
+    assert_eq!(finished.load(Ordering::SeqCst), 4);
+    assert_eq!(pool.scope(|_| 3), 3);
+}
+
+#[test]
+fn spawn_and_join_handles() {
+    quiet_panics();
+    let pool = pool(2);
+    assert_eq!(pool.spawn(|| 42).join().unwrap(), 42);
+    let handles: Vec<_> = (0..50u64).map(|i| pool.spawn(move || i * i)).collect();
+    let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    assert_eq!(total, (0..50u64).map(|i| i * i).sum());
+
+    let err = pool.spawn(|| -> i32 { panic!("task on purpose: {}", 7) }).join().unwrap_err();
+    assert_eq!(err.status(), blitz::sys::BLZ_ETASK);
+    assert!(err.to_string().contains("task on purpose: 7"), "{}", err);
+    match err {
+        Error::TaskPanicked(Some(ref payload)) => assert_eq!(payload.message().unwrap(), "task on purpose: 7"),
+        ref other => panic!("unexpected {:?}", other),
+    }
+    let payload = err.into_panic().unwrap();
+    assert_eq!(message(&*payload), "task on purpose: 7");
+
+    // Joined from a worker of the same pool: the worker helps while it waits.
+    let v = pool.install(|| {
+        let hs: Vec<_> = (0..10).map(|i| pool.spawn(move || i)).collect();
+        hs.into_iter().map(|h| h.join().unwrap()).sum::<i32>()
+    });
+    assert_eq!(v, 45);
+}
+
+#[test]
+fn dropping_a_handle_waits_for_the_task() {
+    let pool = pool(2);
+    let done = Arc::new(AtomicBool::new(false));
+    let flag = done.clone();
+    drop(pool.spawn(move || {
+        thread::sleep(Duration::from_millis(30));
+        flag.store(true, Ordering::SeqCst);
+    }));
+    assert!(done.load(Ordering::SeqCst));
+}
+
+#[test]
+fn a_handle_outlives_its_pool() {
+    let pool = pool(1);
+    let handle = pool.spawn(|| {
+        thread::sleep(Duration::from_millis(10));
+        String::from("kept")
+    });
+    drop(pool); // waits for the task
+    assert_eq!(handle.join().unwrap(), "kept");
+}
+
+#[test]
+fn joining_a_task_from_inside_itself_is_refused() {
+    let pool = pool(2);
+    let (tx, rx) = std::sync::mpsc::channel::<blitz::JoinHandle<()>>();
+    let rx = Mutex::new(rx);
+    let result = Arc::new(Mutex::new(None));
+    let out = result.clone();
+    let handle = pool.spawn(move || {
+        let me = rx.lock().unwrap().recv().unwrap();
+        *out.lock().unwrap() = Some(matches!(me.join(), Err(Error::WouldDeadlock)));
+    });
+    tx.send(handle).unwrap();
+    drop(pool); // waits for the task
+    assert_eq!(*result.lock().unwrap(), Some(true));
+}
+
+#[test]
+fn dropping_the_pool_runs_accepted_tasks_and_exit_handlers() {
+    let started = Arc::new(AtomicUsize::new(0));
+    let stopped = Arc::new(AtomicUsize::new(0));
+    let (s, e) = (started.clone(), stopped.clone());
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(2)
+        .start_handler(move |i| {
+            assert!(i < 2);
+            assert_eq!(blitz::current_thread_index(), Some(i));
+            s.fetch_add(1, Ordering::SeqCst);
+        })
+        .exit_handler(move |_| {
+            e.fetch_add(1, Ordering::SeqCst);
+        })
+        .build()
+        .unwrap();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..8)
+        .map(|_| {
+            let ran = ran.clone();
+            pool.spawn(move || {
+                thread::sleep(Duration::from_millis(2));
+                ran.fetch_add(1, Ordering::SeqCst);
+            })
+        })
+        .collect();
+    drop(pool);
+    assert_eq!(ran.load(Ordering::SeqCst), 8);
+    assert_eq!(started.load(Ordering::SeqCst), 2);
+    assert_eq!(stopped.load(Ordering::SeqCst), 2);
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn a_panicking_handler_is_ignored() {
+    quiet_panics();
+    let pool = ThreadPoolBuilder::new().num_threads(1).start_handler(|_| panic!("handler on purpose")).build().unwrap();
+    assert_eq!(pool.install(|| 1), 1);
+}
+
+#[test]
+fn the_last_arc_dropped_on_a_worker_does_not_deadlock() {
+    let pool = Arc::new(pool(2));
+    let inner = pool.clone();
+    let barrier = Arc::new(Barrier::new(2));
+    let b = barrier.clone();
+    let handle = pool.spawn(move || {
+        b.wait(); // the outside Arc is gone by now
+        drop(inner); // the last reference: destroyed on another thread
+        5
+    });
+    drop(pool);
+    barrier.wait();
+    assert_eq!(handle.join().unwrap(), 5);
+}
+
+#[test]
+fn pools_nest() {
+    let outer = pool(1);
+    let inner = pool(2);
+    let (outer_index, inner_index, inner_threads) = outer.install(|| {
+        let outer_index = blitz::current_thread_index();
+        let (i, n) = inner.install(|| (blitz::current_thread_index(), blitz::current_num_threads()));
+        (outer_index, i, n)
+    });
+    assert_eq!(outer_index, Some(0));
+    assert!(inner_index.unwrap() < 2);
+    assert_eq!(inner_threads, 2);
+    assert_eq!(inner.current_thread_index(), None);
+}
+
+#[test]
+fn many_threads_share_one_pool() {
+    let pool = pool(2);
+    thread::scope(|t| {
+        for k in 0..4u64 {
+            let pool = &pool;
+            t.spawn(move || {
+                for _ in 0..20 {
+                    assert_eq!(pool.install(|| fib(15 + k % 2)), if k % 2 == 0 { 610 } else { 987 });
+                    assert_eq!(pool.join(|| k, || k + 1), (k, k + 1));
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn stats_are_a_debug_snapshot() {
+    let pool = pool(2);
+    pool.install(|| fib(18));
+    let stats = pool.stats();
+    assert_eq!(stats.num_threads, 2);
+    assert!(stats.jobs_injected >= 1);
+    assert!(stats.jobs_executed >= 1);
+    let text = format!("{:?}", stats);
+    assert!(text.contains("jobs_executed") && text.contains("steals"), "{}", text);
+    assert_eq!(pool.try_stats().unwrap().num_threads, 2);
+}
+
+#[test]
+fn every_status_maps_to_an_error() {
+    use blitz::sys::*;
+    let all = [
+        (BLZ_EINVAL, "InvalidArgument"),
+        (BLZ_ENOMEM, "OutOfMemory"),
+        (BLZ_ETHREAD, "ThreadSpawn"),
+        (BLZ_ESHUTDOWN, "ShuttingDown"),
+        (BLZ_EDEADLK, "WouldDeadlock"),
+        (BLZ_ETASK, "TaskPanicked"),
+        (BLZ_EFORK, "Forked"),
+        (-99, "Unknown"),
+    ];
+    assert!(Error::check(BLZ_OK).is_ok());
+    for (status, variant) in all {
+        let error = Error::check(status).unwrap_err();
+        assert_eq!(error.status(), status);
+        assert!(format!("{:?}", error).starts_with(variant), "{:?}", error);
+        let text = error.to_string();
+        if status != -99 {
+            assert!(text.starts_with("BLZ_E"), "{}", text);
+        } else {
+            assert!(text.contains("-99"), "{}", text);
+        }
+        // std::error::Error, and Send + Sync for boxing.
+        let boxed: Box<dyn std::error::Error + Send + Sync> = Box::new(error);
+        assert!(!boxed.to_string().is_empty());
+    }
+    assert_eq!(Error::InvalidArgument.to_string(), "BLZ_EINVAL: invalid argument");
+}
+
+#[test]
+fn every_status_the_library_names_has_its_own_variant() {
+    // The library's own list of statuses: those blz_status_string knows.
+    let known: Vec<i32> = (-1000..0)
+        .filter(|&status| {
+            // SAFETY: blz_status_string accepts any value and returns a static string.
+            let text = unsafe { std::ffi::CStr::from_ptr(blitz::sys::blz_status_string(status)) };
+            text.to_bytes().starts_with(b"BLZ_E")
+        })
+        .collect();
+    assert!(known.len() >= 7, "{:?}", known);
+    for status in known {
+        let error = Error::check(status).unwrap_err();
+        assert!(!matches!(error, Error::Unknown(_)), "status {} has no variant", status);
+        assert_eq!(error.status(), status);
+    }
+}
+
+#[test]
+fn question_mark_works_with_boxed_errors() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let pool = ThreadPoolBuilder::new().num_threads(1).build()?;
+    let v: i32 = pool.spawn(|| 42).join()?;
+    assert_eq!(v, 42);
+    Ok(())
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Runs the Rust binding's tests against a given libblitz; meson's 'rust' test.
+#
+#   run-tests.sh WORKSPACE_DIR CARGO_TARGET_DIR LIBBLITZ_SO INCLUDE_DIR
+#
+# Runs `cargo test --offline --no-fail-fast` in the workspace, then each
+# example once with small arguments, and ends with one line
+# "rust: N passed, M failed" (the sum of cargo's "test result:" lines, a
+# test program that crashed counted as one failure, each example as one test). Exits 77 (meson's "skipped") when cargo or
+# rustc is not installed. CARGO and RUSTC name other toolchains.
+set -uo pipefail
+
+if [ $# -ne 4 ]; then
+    echo "usage: $0 WORKSPACE_DIR CARGO_TARGET_DIR LIBBLITZ_SO INCLUDE_DIR" >&2
+    exit 2
+fi
+workspace=$1
+target=$2
+lib=$3
+include=$4
+cargo=${CARGO:-cargo}
+rustc=${RUSTC:-rustc}
+
+if ! command -v "$cargo" >/dev/null 2>&1 || ! command -v "$rustc" >/dev/null 2>&1; then
+    echo "rust: skipped: no Rust toolchain ('$cargo' or '$rustc' not found; apt-get install cargo)"
+    exit 77
+fi
+
+export BLITZ_LIB_DIR
+BLITZ_LIB_DIR=$(cd "$(dirname "$lib")" && pwd)
+export BLITZ_INCLUDE_DIR=$include
+export CARGO_TARGET_DIR=$target
+export CARGO_TERM_COLOR=never
+# Cargo needs a home; a CI environment without HOME gets one in the target dir.
+if [ -z "${HOME:-}" ] && [ -z "${CARGO_HOME:-}" ]; then export CARGO_HOME=$target/cargo-home; fi
+# The tests carry an rpath to BLITZ_LIB_DIR; this covers anything that does not.
+export LD_LIBRARY_PATH=$BLITZ_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+mkdir -p "$target"
+cd "$workspace" || exit 1
+
+echo "rust: $("$cargo" --version), $("$rustc" --version); libblitz from $BLITZ_LIB_DIR"
+# The examples that run after the tests; built by `cargo test`. Removed
+# first so that a failed build cannot leave an old binary to run.
+examples=("fib 20 2" "quicksort 100000 2" "fill_chunks 1000000 10000 2")
+for example in "${examples[@]}"; do
+    rm -f "$target/debug/examples/${example%% *}"
+done
+
+log=$target/cargo-test.log
+"$cargo" test --offline --no-fail-fast 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+
+passed=0
+failed=0
+while read -r p f; do
+    passed=$((passed + p))
+    failed=$((failed + f))
+done < <(sed -n 's/^test result: [A-Za-z]*\. \([0-9]*\) passed; \([0-9]*\) failed.*/\1 \2/p' "$log")
+# A test program that crashed (an abort, a signal) printed its "Running" or
+# "Doc-tests" line but no "test result:" line: one failure each.
+started=$(grep -cE '^ +(Running|Doc-tests) ' "$log")
+finished=$(grep -c '^test result: ' "$log")
+if [ "$started" -gt "$finished" ]; then
+    echo "rust: $((started - finished)) test program(s) ended without a result"
+    failed=$((failed + started - finished))
+fi
+
+# Each example runs once and checks its own result.
+for example in "${examples[@]}"; do
+    read -r name args <<<"$example"
+    # shellcheck disable=SC2086
+    if "$target/debug/examples/$name" $args; then
+        passed=$((passed + 1))
+    else
+        echo "example $name failed"
+        failed=$((failed + 1))
+        status=1
+    fi
+done
+
+if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then
+    failed=1 # cargo failed without a test result (a build error)
+fi
+echo "rust: $passed passed, $failed failed"
+exit "$status"
