@@ -1,0 +1,122 @@
+"""The C ABI of include/blitz.h, declared for ctypes: structs, function
+types, status codes and the prototype (argtypes, restype) of every function.
+"""
+import ctypes
+from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int32, c_size_t,
+                    c_uint32, c_uint64, c_void_p)
+
+from . import _loader
+
+# Status codes (enum blz_status_code).
+BLZ_OK = 0
+BLZ_EINVAL = -1
+BLZ_ENOMEM = -2
+BLZ_ETHREAD = -3
+BLZ_ESHUTDOWN = -4
+BLZ_EDEADLK = -5
+BLZ_ETASK = -6
+BLZ_EFORK = -7
+BLZ_MAX_THREADS = 65535
+# The ABI this binding was written against: same major, at least this minor.
+ABI_MAJOR = 0
+ABI_MINOR = 1
+
+blz_status = c_int32
+# typedef void (*blz_fn)(void *arg);
+FN = CFUNCTYPE(None, c_void_p)
+# typedef void (*blz_range_fn)(void *arg, size_t begin, size_t end);
+RANGE_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t)
+# typedef void (*blz_thread_fn)(void *user, uint32_t worker_index);
+THREAD_FN = CFUNCTYPE(None, c_void_p, c_uint32)
+
+
+class PoolConfig(Structure):
+    """struct blz_pool_config."""
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_threads", c_uint32),
+        ("stack_size", c_size_t),
+        ("thread_name", c_char_p),
+        ("on_thread_start", THREAD_FN),
+        ("on_thread_stop", THREAD_FN),
+        ("user", c_void_p),
+    ]
+
+
+class Stats(Structure):
+    """struct blz_stats."""
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_threads", c_uint32),
+        ("sleeping_now", c_uint32),
+        ("inactive_now", c_uint32),
+        ("jobs_executed", c_uint64),
+        ("jobs_injected", c_uint64),
+        ("steals", c_uint64),
+        ("sleeps", c_uint64),
+        ("wakeups", c_uint64),
+        ("spurious_wakeups", c_uint64),
+        ("sleep_aborts", c_uint64),
+        ("tasks_failed", c_uint64),
+    ]
+
+
+# Opaque handles are passed as c_void_p.
+_PROTOTYPES = {
+    "blz_version_number": (c_uint32, []),
+    "blz_status_string": (c_char_p, [blz_status]),
+    "blz_pool_config_init": (None, [POINTER(PoolConfig)]),
+    "blz_pool_create": (blz_status, [POINTER(PoolConfig), POINTER(c_void_p)]),
+    "blz_pool_destroy": (blz_status, [c_void_p]),
+    "blz_pool_num_threads": (c_uint32, [c_void_p]),
+    "blz_worker_index": (c_int32, [c_void_p]),
+    "blz_pool_stats": (blz_status, [c_void_p, POINTER(Stats)]),
+    "blz_spawn": (blz_status, [c_void_p, FN, c_void_p, POINTER(c_void_p)]),
+    "blz_join": (blz_status, [c_void_p]),
+    "blz_fork_join": (blz_status, [c_void_p, FN, c_void_p, FN, c_void_p]),
+    "blz_call": (blz_status, [c_void_p, FN, c_void_p]),
+    "blz_parallel_for": (blz_status, [c_void_p, c_size_t, c_size_t, c_size_t, RANGE_FN, c_void_p]),
+    "blz_group_create": (blz_status, [c_void_p, POINTER(c_void_p)]),
+    "blz_group_spawn": (blz_status, [c_void_p, FN, c_void_p]),
+    "blz_group_wait": (blz_status, [c_void_p]),
+    "blz_group_destroy": (blz_status, [c_void_p]),
+}
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in _PROTOTYPES.items():
+        fn = getattr(lib, name)  # AttributeError: not the libblitz this binding knows
+        fn.restype = restype
+        fn.argtypes = argtypes
+    return lib
+
+
+lib, library_path = _loader.load()
+try:
+    _declare(lib)
+except AttributeError as exc:
+    raise ImportError(f"blitz: {library_path} lacks a libblitz 0.1 function: {exc}") from None
+
+_number = lib.blz_version_number()
+LIBRARY_VERSION = (_number // 10000, _number // 100 % 100, _number % 100)
+if LIBRARY_VERSION[0] != ABI_MAJOR or LIBRARY_VERSION[1] < ABI_MINOR:
+    raise ImportError(
+        f"blitz: {library_path} is libblitz {'.'.join(map(str, LIBRARY_VERSION))}; "
+        f"this binding needs {ABI_MAJOR}.{ABI_MINOR}.x or a later {ABI_MAJOR}.x")
+
+
+def status_string(status):
+    """blz_status_string(status) as a str ("BLZ_EINVAL: invalid argument")."""
+    return lib.blz_status_string(status).decode("ascii", "replace")
+
+
+def status_name(status):
+    """The status's name ("BLZ_EINVAL"), the part of blz_status_string before
+    its colon; "BLZ_UNKNOWN(<status>)" for a code the library does not know."""
+    name, colon, _ = status_string(status).partition(":")
+    return name if colon and name.startswith("BLZ_") else f"BLZ_UNKNOWN({status})"
+
+
+def null_pointer(fnptr):
+    """Whether a ctypes function pointer is NULL."""
+    return ctypes.cast(fnptr, c_void_p).value is None

@@ -1,0 +1,159 @@
+"""Shared by the tests: makes `import blitz` work from the checkout, finds
+(or builds) the C test kernel, counts blz_task handles, reads blitz.h."""
+import atexit
+import contextlib
+import ctypes
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PACKAGE_PARENT = os.path.dirname(HERE)           # bindings/python
+REPO = os.path.dirname(os.path.dirname(PACKAGE_PARENT))
+if PACKAGE_PARENT not in sys.path:
+    sys.path.insert(0, PACKAGE_PARENT)
+
+import blitz  # noqa: E402
+from blitz import _pool  # noqa: E402
+
+HEADER = os.path.join(REPO, "include", "blitz.h")
+# Running under ThreadSanitizer (tests/preload.py preloads it for a -Db_sanitize=thread build).
+UNDER_TSAN = "libtsan" in os.environ.get("LD_PRELOAD", "")
+
+_kernel = None
+_kernel_error = None
+
+
+def kernel():
+    """The C test kernel (tests/ckernel.c) as a ctypes.CDLL, or None.
+
+    $BLITZ_TEST_KERNEL (set by meson) names it; otherwise it is compiled
+    here with cc, if there is one."""
+    global _kernel, _kernel_error
+    if _kernel is not None or _kernel_error is not None:
+        return _kernel
+    path = os.environ.get("BLITZ_TEST_KERNEL")
+    if not path:
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            _kernel_error = "no $BLITZ_TEST_KERNEL and no C compiler"
+            return None
+        scratch = tempfile.mkdtemp(prefix="blitz-test-kernel-")
+        atexit.register(shutil.rmtree, scratch, True)
+        out = os.path.join(scratch, "kernel.so")
+        done = subprocess.run([cc, "-std=c99", "-O2", "-shared", "-fPIC", "-o", out,
+                               os.path.join(HERE, "ckernel.c")], capture_output=True, text=True)
+        if done.returncode != 0:
+            _kernel_error = f"compiling ckernel.c failed: {done.stderr}"
+            return None
+        path = out
+    lib = ctypes.CDLL(path)
+    lib.blz_test_set_counts.argtypes = [ctypes.POINTER(ctypes.c_uint32), ctypes.c_size_t]
+    lib.blz_test_set_counts.restype = None
+    for name in ("blz_test_nonnull_args", "blz_test_out_of_range", "blz_test_rendezvous_met"):
+        getattr(lib, name).argtypes = []
+        getattr(lib, name).restype = ctypes.c_uint32
+    lib.blz_test_rendezvous_reset.argtypes = [ctypes.c_uint32]
+    lib.blz_test_rendezvous_reset.restype = None
+    _kernel = lib
+    return lib
+
+
+def kernel_skip_reason():
+    kernel()
+    return _kernel_error or "no C test kernel"
+
+
+def subprocess_env(**changes):
+    """os.environ with PYTHONPATH leading to this checkout's package, plus changes
+    (a value of None removes the variable)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (PACKAGE_PARENT, env.get("PYTHONPATH")) if p)
+    for key, value in changes.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+class HandleCounter:
+    """Stands in for the library in blitz's pool module, passes every call
+    on, and counts the blz_task handles the C calls create (blz_spawn with
+    an out_task that succeeds) and free (blz_join, except when it answers
+    BLZ_EINVAL or BLZ_EDEADLK: then nothing changed). Independent of the
+    binding's own bookkeeping."""
+
+    def __init__(self, lib):
+        self._lib = lib
+        self._lock = threading.Lock()
+        self.created = 0
+        self.freed = 0
+
+    def __getattr__(self, name):
+        return getattr(self._lib, name)
+
+    def blz_spawn(self, pool, fn, arg, out_task):
+        status = self._lib.blz_spawn(pool, fn, arg, out_task)
+        if status == blitz.BLZ_OK and out_task is not None:
+            with self._lock:
+                self.created += 1
+        return status
+
+    def blz_join(self, task):
+        status = self._lib.blz_join(task)
+        if status not in (blitz.BLZ_EINVAL, blitz.BLZ_EDEADLK):
+            with self._lock:
+                self.freed += 1
+        return status
+
+    @property
+    def live(self):
+        """Handles created and not freed yet."""
+        with self._lock:
+            return self.created - self.freed
+
+
+@contextlib.contextmanager
+def counting_handles():
+    """Counts blz_task handles while the block runs (see HandleCounter)."""
+    real = _pool._lib
+    counter = _pool._lib = HandleCounter(real)
+    try:
+        yield counter
+    finally:
+        _pool._lib = real
+
+
+def _header_text():
+    """blitz.h without comments and preprocessor lines, or None outside a checkout."""
+    if not os.path.isfile(HEADER):
+        return None
+    with open(HEADER) as f:
+        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
+    return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+
+
+def header_functions():
+    """{name: (returns void, number of parameters)} of every BLZ_API function in blitz.h."""
+    text = _header_text()
+    if text is None:
+        return None
+    functions = {}
+    for returns, name, params in re.findall(r"BLZ_API\s+([^;()]*?)\b(blz_\w+)\s*\(([^)]*)\)\s*;", text):
+        params = [p for p in params.split(",") if p.strip() not in ("", "void")]
+        functions[name] = (returns.split() == ["void"], len(params))
+    return functions
+
+
+def header_struct_fields(name):
+    """The field names of `typedef struct name {...} name;` in blitz.h, in order."""
+    text = _header_text()
+    if text is None:
+        return None
+    body = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), text, re.S)
+    return re.findall(r"(\w+)\s*;", body.group(1))

@@ -1,0 +1,182 @@
+"""Invalid Python arguments raise TypeError or ValueError before any C call."""
+import contextlib
+import ctypes
+import ctypes.util
+import math
+import os
+import pickle
+import unittest
+
+import support
+import blitz
+from blitz import _pool as impl
+
+
+class _NoC:
+    """Stands in for the library: any use is a test failure."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"{name} was called: the argument check came too late")
+
+
+@contextlib.contextmanager
+def no_c_calls():
+    real = impl._lib
+    impl._lib = _NoC()
+    try:
+        yield
+    finally:
+        impl._lib = real
+
+
+class TestInvalidArguments(unittest.TestCase):
+    def setUp(self):
+        self.pool = blitz.Pool(1)
+        self.addCleanup(self.pool.close)
+
+    def check(self, exc_type, fn, *args, **kwargs):
+        with no_c_calls():
+            with self.assertRaises(exc_type):
+                fn(*args, **kwargs)
+
+    def test_num_threads(self):
+        for bad in (0, -1, 65536, 10 ** 20):
+            with self.subTest(num_threads=bad):
+                self.check(ValueError, blitz.Pool, bad)
+        for bad in (1.5, "2", True, [], 2.0):
+            with self.subTest(num_threads=bad):
+                self.check(TypeError, blitz.Pool, bad)
+        with blitz.Pool(num_threads=1) as pool:  # the bounds themselves are fine
+            self.assertEqual(pool.num_threads, 1)
+
+    def test_name(self):
+        self.check(TypeError, blitz.Pool, 1, name=5)
+        self.check(TypeError, blitz.Pool, 1, name=b"bytes")
+        self.check(ValueError, blitz.Pool, 1, name="a\0b")
+        with blitz.Pool(1, name=None) as pool:
+            self.assertIsNone(pool.name)
+
+    def test_not_callable(self):
+        pool = self.pool
+        for bad in (None, 3, "fn"):
+            with self.subTest(fn=bad):
+                self.check(TypeError, pool.spawn, bad)
+                self.check(TypeError, pool.call, bad)
+                self.check(TypeError, pool.join, bad, int)
+                self.check(TypeError, pool.join, int, bad)
+                self.check(TypeError, pool.map, bad, [1])
+                self.check(TypeError, pool.parallel_for, 0, 1, bad)
+
+    def test_map_needs_an_iterable(self):
+        self.check(TypeError, self.pool.map, abs, 5)
+
+    def test_parallel_for_bounds(self):
+        body = lambda lo, hi: None  # noqa: E731
+        size_max = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
+        pf = self.pool.parallel_for
+        self.check(TypeError, pf, "0", 1, body)
+        self.check(TypeError, pf, 0, 1.0, body)
+        self.check(TypeError, pf, 0, None, body)
+        self.check(TypeError, pf, 0, 1, body, grain=0.5)
+        self.check(TypeError, pf, False, 1, body)
+        self.check(ValueError, pf, -1, 1, body)
+        self.check(ValueError, pf, 5, 4, body)
+        self.check(ValueError, pf, 0, size_max + 1, body)
+        self.check(ValueError, pf, 0, 1, body, grain=-1)
+        self.check(ValueError, pf, 0, 1, body, grain=size_max + 1)
+
+    def test_parallel_for_function_pointers(self):
+        pf = self.pool.parallel_for
+        self.check(ValueError, pf, 0, 1, blitz.RANGE_FN())              # NULL
+        python_backed = blitz.RANGE_FN(lambda arg, lo, hi: None)
+        self.check(TypeError, pf, 0, 1, python_backed)
+        self.check(TypeError, pf, 0, 1, ctypes.cast(python_backed, blitz.RANGE_FN))
+        other_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)(lambda arg: 0)
+        self.check(TypeError, pf, 0, 1, other_type)
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        self.check(TypeError, pf, 0, 1, libc.free)  # a foreign function, not cast to RANGE_FN
+
+    def test_timeouts(self):
+        task = self.pool.spawn(int)
+        task.result()
+        for bad in (-1, -0.5, math.nan):
+            with self.subTest(timeout=bad):
+                self.check(ValueError, task.result, bad)
+                self.check(ValueError, task.exception, bad)
+        for bad in ("1", True, [1]):
+            with self.subTest(timeout=bad):
+                self.check(TypeError, task.result, bad)
+        self.assertEqual(task.result(timeout=math.inf), 0)
+
+
+class TestErrors(unittest.TestCase):
+    def test_blitz_error(self):
+        exc = blitz.BlitzError(blitz.BLZ_EINVAL)
+        self.assertEqual(exc.status, -1)
+        self.assertEqual(exc.name, "BLZ_EINVAL")
+        self.assertIn("invalid argument", str(exc))
+        with_message = blitz.BlitzError(blitz.BLZ_ENOMEM, "blz_spawn")
+        self.assertTrue(str(with_message).startswith("blz_spawn: BLZ_ENOMEM"))
+        copy = pickle.loads(pickle.dumps(with_message))
+        self.assertEqual((copy.status, copy.name, str(copy)),
+                         (with_message.status, with_message.name, str(with_message)))
+        self.assertEqual(blitz.BlitzError(-99).name, "BLZ_UNKNOWN(-99)")
+
+    def test_status_names(self):
+        names = {"BLZ_OK": 0, "BLZ_EINVAL": -1, "BLZ_ENOMEM": -2, "BLZ_ETHREAD": -3,
+                 "BLZ_ESHUTDOWN": -4, "BLZ_EDEADLK": -5, "BLZ_ETASK": -6, "BLZ_EFORK": -7}
+        for name, value in names.items():
+            self.assertEqual(getattr(blitz, name), value)
+            self.assertEqual(impl._capi.status_name(value), name)  # the library's own name
+            if value:
+                self.assertEqual(blitz.BlitzError(value).name, name)
+                self.assertTrue(str(blitz.BlitzError(value)).startswith(name))
+
+    def test_pool_closed_error(self):
+        exc = blitz.PoolClosedError()
+        self.assertIsInstance(exc, blitz.BlitzError)
+        self.assertEqual((exc.status, exc.name), (blitz.BLZ_ESHUTDOWN, "BLZ_ESHUTDOWN"))
+        self.assertIsInstance(pickle.loads(pickle.dumps(exc)), blitz.PoolClosedError)
+
+
+class TestModule(unittest.TestCase):
+    def test_versions(self):
+        self.assertEqual(blitz.__version__, "0.1.0")
+        self.assertEqual(blitz.library_version(), "0.1.0")
+
+    def test_library_path(self):
+        self.assertTrue(os.path.isfile(blitz.library_path), blitz.library_path)
+        self.assertIn("libblitz.so", os.path.basename(blitz.library_path))
+        if os.environ.get("BLITZ_LIBRARY"):
+            self.assertEqual(os.path.realpath(blitz.library_path),
+                             os.path.realpath(os.environ["BLITZ_LIBRARY"]))
+
+    def test_range_fn_is_the_blz_range_fn_type(self):
+        self.assertIs(blitz.RANGE_FN._restype_, None)
+        self.assertEqual(blitz.RANGE_FN._argtypes_, (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t))
+        same = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+        self.assertIs(same, blitz.RANGE_FN)  # ctypes caches the type: a user's own works too
+
+    def test_every_function_of_the_header_is_declared(self):
+        functions = support.header_functions()
+        if functions is None:
+            self.skipTest(f"no {support.HEADER}")
+        self.assertEqual(len(functions), 17)  # the parser found them all
+        self.assertEqual(sorted(impl._capi._PROTOTYPES), sorted(functions))
+        for name, (returns_void, num_params) in functions.items():
+            with self.subTest(function=name):
+                fn = getattr(impl._capi.lib, name)
+                self.assertEqual(len(fn.argtypes), num_params)
+                self.assertEqual(fn.restype is None, returns_void)
+
+    def test_struct_fields_match_the_header(self):
+        for struct, name in ((impl.Stats, "blz_stats"), (impl.PoolConfig, "blz_pool_config")):
+            fields = support.header_struct_fields(name)
+            if fields is None:
+                self.skipTest(f"no {support.HEADER}")
+            with self.subTest(struct=name):
+                self.assertEqual([field for field, _ in struct._fields_], fields)
+
+
+if __name__ == "__main__":
+    unittest.main()
