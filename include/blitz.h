@@ -1,5 +1,6 @@
-/*
- * libblitz: a work-stealing thread pool behind a plain C ABI.
+/**
+ * @file blitz.h
+ * @brief libblitz: a work-stealing thread pool behind a plain C ABI.
  *
  * Plain C99 that also compiles as C++. Every handle is opaque, every status
  * is an int32_t, no struct holds a bitfield or an enum, so a Rust
@@ -145,19 +146,25 @@ typedef struct blz_stats {
  * The library's version as BLZ_VERSION_NUMBER computes it, for comparing
  * the loaded library with the header a program was compiled against.
  * Any thread. Never fails.
+ *
+ * @return MAJOR * 10000 + MINOR * 100 + PATCH of the loaded library.
  */
 BLZ_API uint32_t blz_version_number(void);
 
 /**
  * A short English description of a status ("BLZ_EINVAL: invalid argument").
- * Any thread. Never returns NULL: an unknown code gives a generic string.
- * The string is static; do not free it.
+ * Any thread. Never fails.
+ *
+ * @param status any value; an unknown code gives a generic string.
+ * @return a static string, never NULL; do not free it.
  */
 BLZ_API const char *blz_status_string(blz_status status);
 
 /**
  * Fills config with the defaults: struct_size set, every other field 0 or
- * NULL. Any thread. Does nothing when config is NULL.
+ * NULL. Any thread.
+ *
+ * @param config the config to fill; NULL: nothing is done.
  */
 BLZ_API void blz_pool_config_init(blz_pool_config *config);
 
@@ -193,6 +200,7 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
  *
  * Any thread except the pool's own workers.
  *
+ * @param pool the pool; it must not be used again once this returned BLZ_OK or BLZ_EFORK.
  * @return BLZ_OK;
  *         BLZ_EINVAL if pool is NULL;
  *         BLZ_EDEADLK if called from one of the pool's workers (nothing changes);
@@ -203,13 +211,19 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
 BLZ_API blz_status blz_pool_destroy(blz_pool *pool);
 
 /**
- * The number of workers. Any thread. Returns 0 when pool is NULL.
+ * The number of workers. Any thread.
+ *
+ * @param pool the pool, or NULL.
+ * @return its number of workers; 0 when pool is NULL.
  */
 BLZ_API uint32_t blz_pool_num_threads(const blz_pool *pool);
 
 /**
- * The calling thread's index in pool (0 .. num_threads - 1), or -1 unless
- * the caller is one of pool's workers (also for NULL). Any thread.
+ * Which of pool's workers the calling thread is. Any thread.
+ *
+ * @param pool the pool, or NULL.
+ * @return the calling thread's index in pool (0 .. num_threads - 1), or -1
+ *         unless the caller is one of pool's workers (also for NULL).
  */
 BLZ_API int32_t blz_worker_index(const blz_pool *pool);
 
@@ -220,6 +234,8 @@ BLZ_API int32_t blz_worker_index(const blz_pool *pool);
  *
  * Any thread.
  *
+ * @param pool      the pool.
+ * @param out_stats receives the snapshot; its struct_size says how much of it.
  * @return BLZ_OK;
  *         BLZ_EINVAL if pool or out_stats is NULL or struct_size is smaller than 4;
  *         BLZ_ESHUTDOWN if called from outside the pool once blz_pool_destroy has begun;
@@ -237,6 +253,10 @@ BLZ_API blz_status blz_pool_stats(const blz_pool *pool, blz_stats *out_stats);
  * from any other thread (including another pool's worker), it goes
  * through pool's injector and wakes a sleeping worker if needed.
  *
+ * @param pool     the pool that runs the task.
+ * @param fn       the function to run.
+ * @param arg      passed to fn; it must stay valid until fn has run.
+ * @param out_task NULL for a detached task, else receives the handle to join.
  * @return BLZ_OK;
  *         BLZ_EINVAL if pool or fn is NULL;
  *         BLZ_ENOMEM if memory ran out (the task will not run);
@@ -252,6 +272,7 @@ BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **ou
  *
  * Any thread. A worker runs other jobs of its pool while it waits.
  *
+ * @param task the handle blz_spawn gave.
  * @return BLZ_OK if the task returned normally;
  *         BLZ_ETASK if it ended by an exception (the handle is freed);
  *         BLZ_EINVAL if task is NULL;
@@ -269,6 +290,11 @@ BLZ_API blz_status blz_join(blz_task *task);
  * too. No heap allocation. From any other thread the pair first moves into
  * the pool, as blz_call does.
  *
+ * @param pool  the pool that runs them.
+ * @param a     run first, on the calling worker.
+ * @param arg_a passed to a.
+ * @param b     run on a thief, or after a on the calling worker.
+ * @param arg_b passed to b.
  * @return BLZ_OK;
  *         BLZ_ETASK if a or b (or both) ended by an exception; both ran;
  *         BLZ_EINVAL if pool, a or b is NULL;
@@ -281,6 +307,9 @@ BLZ_API blz_status blz_fork_join(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b
  * Runs fn(arg) on one of pool's workers and waits for it. On a worker of
  * pool it runs inline.
  *
+ * @param pool the pool that runs it.
+ * @param fn   the function to run.
+ * @param arg  passed to fn.
  * @return BLZ_OK;
  *         BLZ_ETASK if fn ended by an exception;
  *         BLZ_EINVAL if pool or fn is NULL;
@@ -295,6 +324,12 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
  * (0: automatic, about eight pieces per worker). Returns when every piece
  * has run. From outside the pool it first moves into the pool.
  *
+ * @param pool  the pool that runs the loop.
+ * @param begin the first index.
+ * @param end   one past the last index.
+ * @param grain the most indices per call of body; 0: automatic.
+ * @param body  called as body(arg, lo, hi), concurrently on several workers.
+ * @param arg   passed to every call of body.
  * @return BLZ_OK, also when begin == end (body is not called);
  *         BLZ_ETASK if a call of body ended by an exception (every other piece still ran);
  *         BLZ_EINVAL if pool or body is NULL or begin > end;
@@ -307,6 +342,8 @@ BLZ_API blz_status blz_parallel_for(blz_pool *pool, size_t begin, size_t end, si
 /**
  * Creates an empty group of tasks on pool. Any thread.
  *
+ * @param pool      the pool that will run the group's tasks.
+ * @param out_group receives the group; untouched on failure.
  * @return BLZ_OK;
  *         BLZ_EINVAL if pool or out_group is NULL;
  *         BLZ_ENOMEM if memory ran out;
@@ -319,6 +356,9 @@ BLZ_API blz_status blz_group_create(blz_pool *pool, blz_group **out_group);
  * Spawns fn(arg) as a task of group (on the group's pool, as blz_spawn
  * does). Any thread, any number of threads at once.
  *
+ * @param group the group.
+ * @param fn    the function to run.
+ * @param arg   passed to fn; it must stay valid until fn has run.
  * @return BLZ_OK;
  *         BLZ_EINVAL if group or fn is NULL;
  *         BLZ_ENOMEM if memory ran out (the task will not run);
@@ -335,6 +375,7 @@ BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg);
  *
  * Any thread. A worker runs other jobs of its pool while it waits.
  *
+ * @param group the group.
  * @return BLZ_OK;
  *         BLZ_ETASK if a task of the group ended by an exception since the
  *         previous wait (the failure is reported once);
@@ -346,11 +387,13 @@ BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg);
 BLZ_API blz_status blz_group_wait(blz_group *group);
 
 /**
- * Waits as blz_group_wait does, then frees the group. The status is that
- * of the wait; the group is freed unless the status is BLZ_EINVAL or
- * BLZ_EDEADLK.
+ * Waits as blz_group_wait does, then frees the group.
  *
  * Any thread, once per group, with no other call on the group under way.
+ *
+ * @param group the group.
+ * @return the status of the wait, as blz_group_wait returns it; the group
+ *         is freed unless the status is BLZ_EINVAL or BLZ_EDEADLK.
  */
 BLZ_API blz_status blz_group_destroy(blz_group *group);
 

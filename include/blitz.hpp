@@ -1,0 +1,937 @@
+/**
+ * @file blitz.hpp
+ * @brief libblitz for C++17: RAII handles, lambdas, values and exceptions
+ *        over the C ABI of blitz.h.
+ *
+ * Header-only. Everything here is an inline or template layer over the
+ * functions of blitz.h: only the C ABI crosses the library boundary, so a
+ * program built with any C++17 compiler and standard library works with
+ * any build of libblitz.so.
+ *
+ * How exceptions travel. The C API catches an exception escaping a task
+ * at its boundary and reports only BLZ_ETASK. To carry the real exception,
+ * every function this header hands to the C API (a "trampoline") catches
+ * whatever the user's code throws, stores it as a std::exception_ptr next
+ * to the call, and returns normally; the C++ side rethrows it once the C
+ * call has returned. No C++ exception ever unwinds through the library.
+ * (The one thing let through is glibc's thread-cancellation unwind,
+ * abi::__forced_unwind, which is not an error and which the library itself
+ * lets through too.)
+ *
+ * Failures of the C API itself (a status other than BLZ_OK) are thrown as
+ * blz::error, which carries the status.
+ *
+ * @code
+ * #include <blitz.hpp>
+ *
+ * long fib(blz::pool &pool, int n) {
+ *     if (n < 2) return n;
+ *     auto [a, b] = pool.join([&] { return fib(pool, n - 1); },
+ *                             [&] { return fib(pool, n - 2); });
+ *     return a + b;
+ * }
+ *
+ * int main() {
+ *     blz::pool pool;                                   // one worker per CPU
+ *     long r = pool.call([&] { return fib(pool, 30); });  // on a worker
+ *     std::vector<double> v = ...;
+ *     blz::parallel_sort(pool, v.begin(), v.end());
+ * }
+ * @endcode
+ */
+
+#ifndef BLITZ_HPP
+#define BLITZ_HPP
+
+#if !defined(__cplusplus) || __cplusplus < 201703L
+#error "blitz.hpp needs C++17 or later (blitz.h is the C interface)"
+#endif
+
+#include "blitz.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <iterator>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#if defined(__GLIBCXX__)
+#include <cxxabi.h>
+#endif
+
+/** The C++ layer of libblitz. */
+namespace blz {
+
+/**
+ * A libblitz function failed: the C API returned a status other than
+ * BLZ_OK. what() names the operation and the status
+ * ("blz::pool: BLZ_EINVAL: invalid argument").
+ */
+class error : public std::runtime_error {
+public:
+    /**
+     * @param status  the blz_status the C API returned.
+     * @param context the operation that failed, prefixed to what().
+     */
+    error(blz_status status, const char *context)
+        : std::runtime_error(std::string(context) + ": " + blz_status_string(status)), status_(status) {}
+
+    /** @return the status the C API returned (one of the negative blz_status_code values). */
+    blz_status status() const noexcept { return status_; }
+
+private:
+    blz_status status_;
+};
+
+/// @cond BLZ_DETAIL
+namespace detail {
+
+inline void check(blz_status status, const char *context) {
+    if (status != BLZ_OK) throw error(status, context);
+}
+
+// Runs body(); whatever it throws goes to on_error (which must not throw)
+// instead of leaving: for code that returns to a C frame.
+template <class Body, class OnError>
+void guard(Body &&body, OnError &&on_error) {
+    try {
+        body();
+    }
+#if defined(__GLIBCXX__)
+    catch (abi::__forced_unwind &) {
+        throw;  // thread cancellation: not an error, and it must keep unwinding
+    }
+#endif
+    catch (...) {
+        on_error(std::current_exception());
+    }
+}
+
+// The type a call of F gives back: void and lvalue references as they are,
+// anything else by value.
+template <class R>
+using normalize_t = std::conditional_t<std::is_lvalue_reference_v<R>, R, std::remove_cv_t<std::remove_reference_t<R>>>;
+template <class F>
+using result_t = normalize_t<std::invoke_result_t<F>>;
+
+// What join() gives back for a result R: std::monostate for void.
+template <class R>
+using value_t = std::conditional_t<std::is_void_v<R>, std::monostate, R>;
+
+// Holds the result of one call until it is taken.
+template <class R>
+class slot {
+public:
+    template <class F>
+    void fill(F &&f) {
+        value_.emplace(std::invoke(std::forward<F>(f)));
+    }
+    R take() { return std::move(*value_); }
+    R take_value() { return std::move(*value_); }
+
+private:
+    std::optional<R> value_;
+};
+
+template <class R>
+class slot<R &> {
+public:
+    template <class F>
+    void fill(F &&f) {
+        ptr_ = std::addressof(std::invoke(std::forward<F>(f)));
+    }
+    R &take() { return *ptr_; }
+    R &take_value() { return *ptr_; }
+
+private:
+    R *ptr_ = nullptr;
+};
+
+template <>
+class slot<void> {
+public:
+    template <class F>
+    void fill(F &&f) {
+        std::invoke(std::forward<F>(f));
+    }
+    void take() {}
+    std::monostate take_value() { return {}; }
+};
+
+// One call of f by the C API, on the caller's stack (join, call). F is
+// deduced from a forwarding reference: invoked as an rvalue unless F is an
+// lvalue reference type.
+template <class F>
+struct call_frame {
+    explicit call_frame(std::remove_reference_t<F> &f) : fn(f) {}
+
+    static void run(void *arg) {
+        call_frame &self = *static_cast<call_frame *>(arg);
+        guard([&] { self.result.fill(std::forward<F>(self.fn)); },
+              [&](std::exception_ptr e) noexcept { self.error = std::move(e); });
+    }
+
+    // Rethrows f's exception, else fails on a bad status.
+    void finish(blz_status status, const char *context) {
+        if (error) std::rethrow_exception(error);
+        check(status, context);
+    }
+
+    std::remove_reference_t<F> &fn;
+    slot<result_t<F>> result;
+    std::exception_ptr error;
+};
+
+// A body called by blz_parallel_for on sub-ranges, possibly concurrently.
+// The first exception (in time) is kept; every piece still runs, as in C.
+template <class Body>
+struct range_frame {
+    explicit range_frame(Body &b) : body(b) {}
+
+    static void run(void *arg, std::size_t lo, std::size_t hi) {
+        range_frame &self = *static_cast<range_frame *>(arg);
+        guard([&] { self.body(lo, hi); },
+              [&](std::exception_ptr e) noexcept {
+                  // relaxed: the exchange only elects the one writer of error; the caller
+                  // reads error after blz_parallel_for returned, which orders every piece.
+                  if (!self.failed.exchange(true, std::memory_order_relaxed)) self.error = std::move(e);
+              });
+    }
+
+    Body &body;
+    std::atomic<bool> failed{false};
+    std::exception_ptr error;
+};
+
+// A spawned task's result and exception; freed by its blz::task.
+template <class R>
+struct task_state {
+    task_state() = default;
+    task_state(const task_state &) = delete;
+    task_state &operator=(const task_state &) = delete;
+    virtual ~task_state() = default;
+
+    slot<R> result;
+    std::exception_ptr error;
+};
+
+template <class R, class Fn>
+struct spawned_task final : task_state<R> {
+    template <class F>
+    explicit spawned_task(F &&f) : fn(std::in_place, std::forward<F>(f)) {}
+
+    static void run(void *arg) {
+        spawned_task &self = *static_cast<spawned_task *>(arg);
+        guard(
+            [&] {
+                self.result.fill(std::move(*self.fn));
+                self.fn.reset();  // the captures go now, not when the task object does
+            },
+            [&](std::exception_ptr e) noexcept { self.error = std::move(e); });
+    }
+
+    std::optional<Fn> fn;
+};
+
+// A group's first exception since its last wait.
+class group_state {
+public:
+    void record(std::exception_ptr e) noexcept {
+        std::lock_guard<std::mutex> lock(mutex_);  // lock() failing would terminate: never through C
+        if (!first_) first_ = std::move(e);
+    }
+    std::exception_ptr take() noexcept {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return std::exchange(first_, nullptr);
+    }
+
+private:
+    std::mutex mutex_;
+    std::exception_ptr first_;
+};
+
+// One task of a group: owns its callable and frees itself after running.
+template <class Fn>
+struct group_job {
+    template <class F>
+    group_job(F &&f, group_state &s) : fn(std::forward<F>(f)), state(s) {}
+
+    static void run(void *arg) {
+        std::unique_ptr<group_job> self(static_cast<group_job *>(arg));
+        guard([&] { std::invoke(std::move(self->fn)); },
+              [&](std::exception_ptr e) noexcept { self->state.record(std::move(e)); });
+    }
+
+    Fn fn;
+    group_state &state;
+};
+
+// The std::function hooks of a pool, given to the C API as its user pointer.
+struct pool_hooks {
+    std::function<void(std::uint32_t)> on_thread_start;
+    std::function<void(std::uint32_t)> on_thread_stop;
+
+    static void run(const std::function<void(std::uint32_t)> &hook, std::uint32_t index) {
+        // Like the C API: a hook has nobody to report to; its exception is ignored.
+        guard([&] { hook(index); }, [](std::exception_ptr) noexcept {});
+    }
+    static void start(void *user, std::uint32_t index) {
+        run(static_cast<pool_hooks *>(user)->on_thread_start, index);
+    }
+    static void stop(void *user, std::uint32_t index) {
+        run(static_cast<pool_hooks *>(user)->on_thread_stop, index);
+    }
+};
+
+// Owns a C handle and the C++ state its work uses; move-only. Releasing it
+// (destructor, or a move assignment over it) calls Release, which waits for
+// the handle's work, and only then frees the state that work used. Release
+// answering BLZ_EDEADLK (called from inside that work, which can never
+// finish first) terminates, as destroying a joinable std::thread does.
+template <class Handle, class State, blz_status (*Release)(Handle *)>
+class unique_handle {
+public:
+    unique_handle() noexcept = default;
+    unique_handle(Handle *handle, std::unique_ptr<State> state) noexcept
+        : handle_(handle), state_(std::move(state)) {}
+    unique_handle(unique_handle &&other) noexcept
+        : handle_(std::exchange(other.handle_, nullptr)), state_(std::move(other.state_)) {}
+    unique_handle &operator=(unique_handle &&other) noexcept {
+        if (this != &other) {
+            reset();
+            handle_ = std::exchange(other.handle_, nullptr);
+            state_ = std::move(other.state_);
+        }
+        return *this;
+    }
+    ~unique_handle() { reset(); }
+
+    Handle *get() const noexcept { return handle_; }
+    State *state() const noexcept { return state_.get(); }
+
+    // The C API freed the handle itself (blz_join does): forget it, hand over the state.
+    std::unique_ptr<State> forget() noexcept {
+        handle_ = nullptr;
+        return std::move(state_);
+    }
+
+private:
+    void reset() noexcept {
+        if (handle_ == nullptr) return;
+        if (Release(handle_) == BLZ_EDEADLK) std::terminate();
+        handle_ = nullptr;
+        state_.reset();
+    }
+
+    Handle *handle_ = nullptr;
+    std::unique_ptr<State> state_;
+};
+
+// The C library's automatic grain: about eight pieces per worker.
+inline std::size_t automatic_grain(std::size_t count, std::uint32_t num_threads) {
+    const std::size_t pieces = std::size_t{8} * (num_threads > 0 ? num_threads : 1);
+    const std::size_t grain = count / pieces;
+    return grain > 0 ? grain : 1;
+}
+
+}  // namespace detail
+/// @endcond
+
+/**
+ * The result of a pool::spawn: joined exactly once, by get() or, if get()
+ * was never called, by the destructor.
+ *
+ * Move-only. A default-constructed or moved-from task is empty
+ * (valid() is false).
+ *
+ * @tparam T what the spawned callable returns (void allowed; an lvalue
+ *           reference is kept as a reference, anything else by value).
+ */
+template <class T>
+class task {
+public:
+    /** An empty task. */
+    task() noexcept = default;
+
+    /** Takes other's task. @param other becomes empty. */
+    task(task &&other) noexcept = default;
+
+    /**
+     * Joins the task this object holds (as the destructor does), then takes other's.
+     * @param other becomes empty.
+     * @return this task.
+     */
+    task &operator=(task &&other) noexcept = default;
+
+    /**
+     * Joins the task if get() was not called: waits until it has run and
+     * frees it, so nothing leaks. Its value and any exception it ended by
+     * are discarded. Destroying a task from inside itself (where blz_join
+     * answers BLZ_EDEADLK) calls std::terminate, as destroying a joinable
+     * std::thread does.
+     */
+    ~task() = default;
+
+    /** @return true for a spawned task until get() is called; false when empty or moved from. */
+    bool valid() const noexcept { return task_.get() != nullptr; }
+
+    /**
+     * Waits for the task (a worker runs other jobs meanwhile) and returns
+     * its value, or rethrows the exception it ended by. After get() the
+     * task is empty, also when get() threw.
+     *
+     * @return the task's value (nothing for task<void>, the reference for task<U &>).
+     * @throws error BLZ_EINVAL if the task is empty; BLZ_EDEADLK if called
+     *         from inside the task itself (the task stays valid); BLZ_EFORK
+     *         in a forked child. Or whatever the task threw.
+     */
+    T get() {
+        if (!valid()) throw error(BLZ_EINVAL, "blz::task::get: empty task");
+        const blz_status status = blz_join(task_.get());
+        if (status == BLZ_EDEADLK) throw error(status, "blz::task::get");
+        const auto state = task_.forget();  // blz_join freed the handle on every other status
+        if (state->error) std::rethrow_exception(state->error);
+        detail::check(status, "blz::task::get");
+        return state->result.take();
+    }
+
+private:
+    friend class pool;
+
+    task(blz_task *handle, std::unique_ptr<detail::task_state<T>> state) noexcept
+        : task_(handle, std::move(state)) {}
+
+    detail::unique_handle<blz_task, detail::task_state<T>, &blz_join> task_;
+};
+
+/**
+ * Tasks waited for together: pool::group() makes one.
+ *
+ * spawn() and wait() may be called from any thread, spawn() by several at
+ * once. Move-only; a default-constructed or moved-from group is empty and
+ * its calls throw error(BLZ_EINVAL).
+ */
+class group {
+public:
+    /** An empty group. */
+    group() noexcept = default;
+
+    /** Takes other's group. @param other becomes empty. */
+    group(group &&other) noexcept = default;
+
+    /**
+     * Destroys the group this object holds (as the destructor does), then takes other's.
+     * @param other becomes empty.
+     * @return this group.
+     */
+    group &operator=(group &&other) noexcept = default;
+
+    /**
+     * Waits for every task of the group and frees it (blz_group_destroy).
+     * An exception not yet reported by wait() is discarded. Destroying a
+     * group from inside one of its tasks calls std::terminate.
+     */
+    ~group() = default;
+
+    /**
+     * Spawns f() (called as an rvalue, once) as a task of the group, on
+     * the group's pool. f is moved or copied into the task.
+     *
+     * @param f a callable taking no arguments; its return value is ignored.
+     * @throws error BLZ_EINVAL for an empty group; BLZ_ENOMEM;
+     *         BLZ_ESHUTDOWN if the pool is being (or was) destroyed; BLZ_EFORK.
+     *         f does not run when spawn throws.
+     */
+    template <class F>
+    void spawn(F &&f) {
+        using job = detail::group_job<std::decay_t<F>>;
+        if (group_.get() == nullptr) throw error(BLZ_EINVAL, "blz::group::spawn: empty group");
+        auto owned = std::make_unique<job>(std::forward<F>(f), *group_.state());
+        detail::check(blz_group_spawn(group_.get(), &job::run, owned.get()), "blz::group::spawn");
+        owned.release();  // the task frees it after running
+    }
+
+    /**
+     * Waits until every task spawned before the call has run (a worker
+     * runs other jobs meanwhile). Then rethrows the first exception (in
+     * time) that a task of the group raised since the previous wait(); it
+     * is reported once. The group can be reused afterwards.
+     *
+     * @throws error BLZ_EINVAL for an empty group; BLZ_EDEADLK if called
+     *         from inside one of the group's tasks; BLZ_EFORK. Or a task's exception.
+     */
+    void wait() {
+        if (group_.get() == nullptr) throw error(BLZ_EINVAL, "blz::group::wait: empty group");
+        const blz_status status = blz_group_wait(group_.get());
+        if (status == BLZ_EDEADLK) throw error(status, "blz::group::wait");
+        if (std::exception_ptr e = group_.state()->take()) std::rethrow_exception(e);
+        detail::check(status, "blz::group::wait");
+    }
+
+    /** @return the C handle (nullptr for an empty group); it stays owned by this object. */
+    blz_group *native_handle() const noexcept { return group_.get(); }
+
+private:
+    friend class pool;
+
+    using handle_t = detail::unique_handle<blz_group, detail::group_state, &blz_group_destroy>;
+
+    explicit group(blz_pool *pool) : group_(create(pool)) {}
+
+    static handle_t create(blz_pool *pool) {
+        auto state = std::make_unique<detail::group_state>();
+        blz_group *handle = nullptr;
+        detail::check(blz_group_create(pool, &handle), "blz::pool::group");
+        return {handle, std::move(state)};
+    }
+
+    handle_t group_;
+};
+
+/**
+ * How to build a pool: the fields of blz_pool_config, with the worker
+ * hooks as std::function (so a lambda with captures or a plain function
+ * pointer both work; the pool keeps its own copies for as long as it
+ * lives, which replaces blz_pool_config::user).
+ */
+struct pool_options {
+    /** Workers; 0: BLZ_NUM_THREADS if it parses to 1..65535, else the CPUs this process may run on. */
+    std::uint32_t num_threads = 0;
+    /** Bytes of stack per worker; 0: the platform's default. */
+    std::size_t stack_size = 0;
+    /** Worker name prefix ("calc" names the workers "calc-0", "calc-1", ...); empty: "blz". */
+    std::string thread_name;
+    /**
+     * Called on each worker with its index, before its first job; empty:
+     * none. Workers call it concurrently. An exception it throws is ignored.
+     */
+    std::function<void(std::uint32_t worker_index)> on_thread_start;
+    /**
+     * Called on each worker with its index, after its last job (during the
+     * pool's destruction); empty: none. An exception it throws is ignored.
+     */
+    std::function<void(std::uint32_t worker_index)> on_thread_stop;
+};
+
+/**
+ * A thread pool (blz_pool) that destroys itself: the destructor waits for
+ * every accepted task, runs on_thread_stop on each worker and joins them.
+ *
+ * Move-only. A moved-from pool is empty: num_threads() is 0 and the calls
+ * that submit work throw error(BLZ_EINVAL).
+ *
+ * Every member may be called from any thread, including the pool's own
+ * workers (where join(), call() and parallel_for() run inline and waiting
+ * runs other jobs) and the workers of other pools, except that the pool
+ * must not be destroyed by one of its own workers.
+ */
+class pool {
+public:
+    /**
+     * A pool with the library's defaults (as blz_pool_create with a NULL config).
+     * @throws error BLZ_ENOMEM, BLZ_ETHREAD.
+     */
+    pool() : pool(pool_options()) {}
+
+    /**
+     * A pool of num_threads workers, otherwise the defaults.
+     * @param num_threads workers, 1 .. BLZ_MAX_THREADS; 0: as pool_options::num_threads.
+     * @throws error BLZ_EINVAL (num_threads above BLZ_MAX_THREADS), BLZ_ENOMEM, BLZ_ETHREAD.
+     */
+    explicit pool(std::uint32_t num_threads) : pool(with_threads(num_threads)) {}
+
+    /**
+     * A pool built from options; the hooks are moved into the pool.
+     * @param options as blz_pool_config, see pool_options.
+     * @throws error BLZ_EINVAL (num_threads above BLZ_MAX_THREADS, stack_size
+     *         rejected), BLZ_ENOMEM, BLZ_ETHREAD. No hook is left running.
+     */
+    explicit pool(pool_options options) : pool_(create(std::move(options))) {}
+
+    /** Takes other's pool. @param other becomes empty. */
+    pool(pool &&other) noexcept = default;
+
+    /**
+     * Destroys the pool this object holds (as the destructor does), then takes other's.
+     * @param other becomes empty.
+     * @return this pool.
+     */
+    pool &operator=(pool &&other) noexcept = default;
+
+    /**
+     * blz_pool_destroy: waits for every accepted task (spawned, in a group,
+     * running), runs on_thread_stop on each worker and joins them. Called
+     * from one of the pool's own workers (BLZ_EDEADLK), it calls
+     * std::terminate.
+     */
+    ~pool() = default;
+
+    /** @return the C handle (nullptr for an empty pool); it stays owned by this object. */
+    blz_pool *native_handle() const noexcept { return pool_.get(); }
+
+    /** @return the number of workers; 0 for an empty pool. */
+    std::uint32_t num_threads() const noexcept { return blz_pool_num_threads(pool_.get()); }
+
+    /** @return the calling thread's index among the pool's workers, or -1 if it is not one of them. */
+    std::int32_t worker_index() const noexcept { return blz_worker_index(pool_.get()); }
+
+    /**
+     * A snapshot of the pool's counters (blz_pool_stats).
+     * @return the counters, every field filled.
+     * @throws error BLZ_EINVAL for an empty pool, BLZ_ESHUTDOWN, BLZ_EFORK.
+     */
+    blz_stats stats() const {
+        blz_stats out{};
+        out.struct_size = sizeof(out);
+        detail::check(blz_pool_stats(pool_.get(), &out), "blz::pool::stats");
+        return out;
+    }
+
+    /**
+     * Runs f() and g(), possibly in parallel, and returns both values
+     * (blz_fork_join: on a worker, f runs inline and g waits for a thief;
+     * from another thread the pair first moves into the pool).
+     *
+     * `auto [a, b] = pool.join(f, g);` A side returning void gives
+     * std::monostate; a side returning an lvalue reference gives the
+     * reference; anything else is returned by value (move-constructed).
+     *
+     * If either side throws, the exception is rethrown after both sides
+     * ran; if both throw, f's exception is the one rethrown.
+     *
+     * @param f called once (as an rvalue if passed as one) on the calling worker.
+     * @param g called once, maybe on another worker.
+     * @return the pair of f's and g's values.
+     * @throws error BLZ_EINVAL for an empty pool; BLZ_ESHUTDOWN from outside
+     *         while the pool is being destroyed; BLZ_EFORK. Or f's or g's exception.
+     */
+    template <class F, class G>
+    std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>> join(F &&f, G &&g) {
+        detail::call_frame<F> a(f);
+        detail::call_frame<G> b(g);
+        const blz_status status =
+            blz_fork_join(pool_.get(), &detail::call_frame<F>::run, &a, &detail::call_frame<G>::run, &b);
+        if (a.error) std::rethrow_exception(a.error);
+        b.finish(status, "blz::pool::join");
+        return std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>>(
+            a.result.take_value(), b.result.take_value());
+    }
+
+    /**
+     * Runs f() on one of the pool's workers (inline on a worker of this
+     * pool), waits and returns its value, or rethrows its exception.
+     *
+     * @param f a callable taking no arguments.
+     * @return f's value; void and references are returned as they are.
+     * @throws error BLZ_EINVAL for an empty pool; BLZ_ESHUTDOWN; BLZ_EFORK. Or f's exception.
+     */
+    template <class F>
+    detail::result_t<F> call(F &&f) {
+        detail::call_frame<F> frame(f);
+        frame.finish(blz_call(pool_.get(), &detail::call_frame<F>::run, &frame), "blz::pool::call");
+        return frame.result.take();
+    }
+
+    /**
+     * Runs f() on a worker, later (blz_spawn): from a worker of this pool
+     * the task goes to that worker's deque, from elsewhere through the
+     * pool's injector. f is moved or copied into the task and destroyed
+     * once it has run.
+     *
+     * @param f a callable taking no arguments, called once as an rvalue.
+     * @return the task; get() returns f's value or rethrows its exception.
+     *         The task must be joined (get() or its destructor) even after
+     *         the pool is gone: the pool's destructor waits for it to run.
+     * @throws error BLZ_EINVAL for an empty pool; BLZ_ENOMEM; BLZ_ESHUTDOWN;
+     *         BLZ_EFORK. f does not run when spawn throws.
+     */
+    template <class F>
+    task<detail::result_t<std::decay_t<F>>> spawn(F &&f) {
+        using R = detail::result_t<std::decay_t<F>>;
+        using state = detail::spawned_task<R, std::decay_t<F>>;
+        auto owned = std::make_unique<state>(std::forward<F>(f));
+        blz_task *handle = nullptr;
+        detail::check(blz_spawn(pool_.get(), &state::run, owned.get(), &handle), "blz::pool::spawn");
+        return task<R>(handle, std::move(owned));
+    }
+
+    /**
+     * Calls body(lo, hi) on disjoint sub-ranges that cover [begin, end)
+     * exactly once, split by fork-join down to grain indices per call
+     * (blz_parallel_for). Pieces run concurrently on several workers, so
+     * body must be safe to call that way. Returns when every piece has run;
+     * if pieces threw, every other piece still ran and the first exception
+     * (in time) is rethrown.
+     *
+     * @param begin first index.
+     * @param end   one past the last index; begin == end calls nothing.
+     * @param body  called as body(std::size_t lo, std::size_t hi) on an lvalue.
+     * @param grain indices per call at most; 0: automatic, about eight pieces per worker.
+     * @throws error BLZ_EINVAL for an empty pool or begin > end; BLZ_ESHUTDOWN;
+     *         BLZ_EFORK. Or body's exception.
+     */
+    template <class Body>
+    void parallel_for(std::size_t begin, std::size_t end, Body &&body, std::size_t grain = 0) {
+        using frame_t = detail::range_frame<std::remove_reference_t<Body>>;
+        frame_t frame(body);
+        const blz_status status = blz_parallel_for(pool_.get(), begin, end, grain, &frame_t::run, &frame);
+        if (frame.error) std::rethrow_exception(frame.error);
+        detail::check(status, "blz::pool::parallel_for");
+    }
+
+    /**
+     * A new, empty group of tasks on this pool (blz_group_create).
+     * @return the group; it may outlive the pool (its spawns then throw BLZ_ESHUTDOWN).
+     * @throws error BLZ_EINVAL for an empty pool; BLZ_ENOMEM; BLZ_ESHUTDOWN; BLZ_EFORK.
+     */
+    blz::group group() { return blz::group(pool_.get()); }
+
+private:
+    using handle_t = detail::unique_handle<blz_pool, detail::pool_hooks, &blz_pool_destroy>;
+
+    // blz_pool_create from options; the hooks' std::functions go into the
+    // state the handle owns, which the C hooks get as their user pointer.
+    static handle_t create(pool_options options) {
+        blz_pool_config config;
+        blz_pool_config_init(&config);
+        config.num_threads = options.num_threads;
+        config.stack_size = options.stack_size;
+        if (!options.thread_name.empty()) config.thread_name = options.thread_name.c_str();
+        std::unique_ptr<detail::pool_hooks> hooks;
+        if (options.on_thread_start || options.on_thread_stop) {
+            hooks = std::make_unique<detail::pool_hooks>();
+            hooks->on_thread_start = std::move(options.on_thread_start);
+            hooks->on_thread_stop = std::move(options.on_thread_stop);
+            if (hooks->on_thread_start) config.on_thread_start = &detail::pool_hooks::start;
+            if (hooks->on_thread_stop) config.on_thread_stop = &detail::pool_hooks::stop;
+            config.user = hooks.get();
+        }
+        blz_pool *handle = nullptr;
+        detail::check(blz_pool_create(&config, &handle), "blz::pool");
+        return {handle, std::move(hooks)};  // the hooks are freed after blz_pool_destroy ran them
+    }
+
+    static pool_options with_threads(std::uint32_t num_threads) {
+        pool_options options;
+        options.num_threads = num_threads;
+        return options;
+    }
+
+    handle_t pool_;
+};
+
+/// @cond BLZ_DETAIL
+namespace detail {
+
+template <class T, class MapRange, class Combine>
+T reduce_range(pool &p, std::size_t lo, std::size_t hi, std::size_t grain, MapRange &map_range, Combine &combine) {
+    if (hi - lo <= grain) return static_cast<T>(map_range(lo, hi));
+    const std::size_t mid = lo + (hi - lo) / 2;
+    auto [left, right] = p.join([&] { return reduce_range<T>(p, lo, mid, grain, map_range, combine); },
+                                [&] { return reduce_range<T>(p, mid, hi, grain, map_range, combine); });
+    return static_cast<T>(combine(std::move(left), std::move(right)));
+}
+
+// parallel_sort's leaves, sorted by std::sort: about kSortLeavesPerWorker
+// per worker (enough for stealing to even out uneven splits), and never
+// smaller than kSortMinLeaf elements. Larger leaves are cheaper: a level of
+// partitioning here costs a little more than one inside std::sort.
+constexpr std::ptrdiff_t kSortMinLeaf = 4096;
+constexpr std::ptrdiff_t kSortLeavesPerWorker = 32;
+
+// How parallel_sort splits a range of n elements on w workers.
+struct sort_plan {
+    std::ptrdiff_t leaf;   // ranges of at most leaf elements go to std::sort
+    std::ptrdiff_t wide;   // longer ranges are partitioned in parallel: fewer of them than workers
+    std::ptrdiff_t block;  // the pieces of a parallel partition
+
+    static sort_plan make(std::ptrdiff_t n, std::uint32_t workers) {
+        const std::ptrdiff_t w = workers;
+        // One worker has nobody to share with: std::sort does it all, with no extra pass.
+        if (w <= 1) return {n, std::numeric_limits<std::ptrdiff_t>::max(), n};
+        const std::ptrdiff_t leaf = std::max(kSortMinLeaf, n / (kSortLeavesPerWorker * w));
+        return {leaf, n / w, std::max(kSortMinLeaf, n / (8 * w))};
+    }
+};
+
+template <class It, class Compare>
+It median_of_three(It a, It b, It c, Compare &comp) {
+    if (comp(*a, *b)) {
+        if (comp(*b, *c)) return b;
+        return comp(*a, *c) ? c : a;
+    }
+    if (comp(*a, *c)) return a;
+    return comp(*b, *c) ? c : b;
+}
+
+// Hoare partition of [first, last) around *pivot, which lies outside it:
+// returns cut with [first, cut) <= pivot <= [cut, last); elements equal to
+// the pivot may go either way, so a run of equal keys is split evenly.
+// Unguarded, as in libstdc++'s introsort: an element not less than the
+// pivot and one not greater than it lie in the range (the pivot is a
+// median of several of its elements), and they stop both scans.
+template <class It, class Compare>
+It unguarded_partition(It first, It last, It pivot, Compare &comp) {
+    for (;;) {
+        while (comp(*first, *pivot)) ++first;
+        --last;
+        while (comp(*pivot, *last)) --last;
+        if (!(first < last)) return first;
+        std::iter_swap(first, last);
+        ++first;
+    }
+}
+
+// The same partition with bounds checks, for a piece of the range that
+// need not hold a stopping element.
+template <class It, class Compare>
+It guarded_partition(It first, It last, It pivot, Compare &comp) {
+    for (;;) {
+        while (first < last && comp(*first, *pivot)) ++first;
+        while (first < last && comp(*pivot, *(last - 1))) --last;
+        if (last - first <= 1) return first;  // one element left: equal to the pivot, it goes right
+        std::iter_swap(first, --last);
+        ++first;
+    }
+}
+
+// The partition of a range too long for one worker: both halves are
+// partitioned in parallel, giving [<= | >= | <= | >=], then the two middle
+// blocks trade places by swapping the shorter one with the far end of the
+// other, in parallel too.
+template <class It, class Compare>
+It parallel_partition(pool &p, It first, It last, It pivot, const sort_plan &plan, Compare &comp) {
+    if (last - first <= plan.block) return guarded_partition(first, last, pivot, comp);
+    const It mid = first + (last - first) / 2;
+    const auto cuts = p.join([&] { return parallel_partition(p, first, mid, pivot, plan, comp); },
+                             [&] { return parallel_partition(p, mid, last, pivot, plan, comp); });
+    const It left_cut = cuts.first, right_cut = cuts.second;  // variables: C++17 lambdas cannot capture bindings
+    const auto swaps = static_cast<std::size_t>(std::min(mid - left_cut, right_cut - mid));
+    const It far = right_cut - static_cast<std::ptrdiff_t>(swaps);
+    p.parallel_for(0, swaps, [&](std::size_t lo, std::size_t hi) {
+        const auto offset = static_cast<std::ptrdiff_t>(lo);
+        std::swap_ranges(left_cut + offset, left_cut + static_cast<std::ptrdiff_t>(hi), far + offset);
+    }, static_cast<std::size_t>(plan.block));
+    return left_cut + (right_cut - mid);
+}
+
+// Parallel quicksort: partition around a pseudo-median of nine, sort the
+// two parts with join(), down to plan.leaf elements or `depth` levels, then
+// std::sort (whose introsort keeps the worst case n log n). Ranges wider
+// than plan.wide, where workers would wait for a serial partition, are
+// partitioned in parallel.
+template <class It, class Compare>
+void sort_range(pool &p, It first, It last, const sort_plan &plan, int depth, Compare &comp) {
+    const auto n = last - first;
+    if (n <= plan.leaf || depth == 0) {
+        std::sort(first, last, comp);
+        return;
+    }
+    const auto step = n / 8;
+    const It mid = first + n / 2;
+    const It pivot = median_of_three(median_of_three(first, first + step, first + 2 * step, comp),
+                                     median_of_three(mid - step, mid, mid + step, comp),
+                                     median_of_three(last - 1 - 2 * step, last - 1 - step, last - 1, comp), comp);
+    std::iter_swap(first, pivot);
+    const It cut = n > plan.wide ? parallel_partition(p, first + 1, last, first, plan, comp)
+                                 : unguarded_partition(first + 1, last, first, comp);
+    p.join([&] { sort_range(p, first, cut, plan, depth - 1, comp); },
+           [&] { sort_range(p, cut, last, plan, depth - 1, comp); });
+}
+
+}  // namespace detail
+/// @endcond
+
+/**
+ * A fork-join reduction over the indices [begin, end): the range is split
+ * in halves by pool.join() down to grain indices, each piece is reduced by
+ * map_range(lo, hi), and the halves' results are combined by
+ * combine(left, right) in index order, so combine needs to be associative
+ * but not commutative (string concatenation works). No accumulator is
+ * shared: each value belongs to one join frame.
+ *
+ * map_range and combine run concurrently on several workers. If either
+ * throws, every other piece still runs, and the leftmost failure's
+ * exception is rethrown (each join rethrows its left side's first).
+ *
+ * @param p         the pool that runs it (from outside, the reduction first moves into it).
+ * @param begin     first index.
+ * @param end       one past the last index.
+ * @param identity  returned when begin == end; its type T is the result's.
+ * @param map_range map_range(std::size_t lo, std::size_t hi) returns the reduction of
+ *                  [lo, hi) (never empty), convertible to T.
+ * @param combine   combine(T left, T right) returns the reduction of both, convertible to T;
+ *                  its arguments are rvalues.
+ * @param grain     indices per map_range call at most; 0: automatic, about eight pieces per worker.
+ * @return the reduction of [begin, end).
+ * @throws error BLZ_EINVAL if begin > end or for an empty pool; BLZ_ESHUTDOWN; BLZ_EFORK.
+ *         Or an exception of map_range or combine.
+ */
+template <class T, class MapRange, class Combine>
+T parallel_reduce(pool &p, std::size_t begin, std::size_t end, T identity, MapRange map_range, Combine combine,
+                  std::size_t grain = 0) {
+    if (begin > end) throw error(BLZ_EINVAL, "blz::parallel_reduce: begin > end");
+    if (begin == end) {
+        if (p.native_handle() == nullptr) throw error(BLZ_EINVAL, "blz::parallel_reduce: empty pool");
+        return identity;
+    }
+    if (grain == 0) grain = detail::automatic_grain(end - begin, p.num_threads());
+    return p.call([&] { return detail::reduce_range<T>(p, begin, end, grain, map_range, combine); });
+}
+
+/**
+ * Sorts [first, last) by comp, like std::sort (not stable), in parallel on
+ * pool: a quicksort whose two parts are sorted by pool.join(), with the
+ * pivot a pseudo-median of nine, down to pieces of about n / (32 workers)
+ * elements (at least 4096), which std::sort sorts. While there are fewer
+ * parts than workers, each part's partition is itself split across the
+ * workers (its pieces partitioned in parallel, then the misplaced middle
+ * blocks swapped), so that no worker waits for a serial pass. The
+ * recursion depth is bounded; beyond it std::sort sorts the part, so the
+ * worst case stays O(n log n). A pool of one worker sorts the whole range
+ * with std::sort on that worker; ranges of 4096 elements or fewer are
+ * sorted by std::sort on the calling thread.
+ *
+ * comp is called concurrently from several workers (one copy, shared), so
+ * it must be safe to call that way, and it must be a strict weak ordering
+ * (as for std::sort). If comp throws, the exception is rethrown once the
+ * other parts have finished, and the range is left in a valid but
+ * unspecified state, as std::sort leaves it.
+ *
+ * @param p     the pool that sorts.
+ * @param first random access iterator to the first element.
+ * @param last  one past the last element.
+ * @param comp  comp(a, b) is true when a goes before b; default std::less<>.
+ * @throws error BLZ_EINVAL for an empty pool; BLZ_ESHUTDOWN; BLZ_EFORK. Or comp's exception.
+ */
+template <class RandomIt, class Compare = std::less<>>
+void parallel_sort(pool &p, RandomIt first, RandomIt last, Compare comp = Compare()) {
+    static_assert(std::is_base_of_v<std::random_access_iterator_tag,
+                                    typename std::iterator_traits<RandomIt>::iterator_category>,
+                  "blz::parallel_sort needs random access iterators");
+    if (p.native_handle() == nullptr) throw error(BLZ_EINVAL, "blz::parallel_sort: empty pool");
+    const std::ptrdiff_t n = last - first;
+    if (n <= detail::kSortMinLeaf) {
+        std::sort(first, last, comp);
+        return;
+    }
+    const detail::sort_plan plan = detail::sort_plan::make(n, p.num_threads());
+    int depth = 0;
+    for (auto k = n; k > 1; k /= 2) depth += 2;  // 2 log2(n), as introsort allows
+    p.call([&] { detail::sort_range(p, first, last, plan, depth, comp); });
+}
+
+}  // namespace blz
+
+#endif  // BLITZ_HPP

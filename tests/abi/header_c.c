@@ -1,0 +1,103 @@
+/*
+ * blitz.h compiled as C99 and as C11 with the strictest warnings
+ * (tests/abi/meson.build lists them; every warning is an error), and the
+ * ABI contract that abidiff cannot see, checked at compile time: the values
+ * of the status codes and of the constants are compiled into callers, so
+ * changing one breaks every program built against the old header.
+ *
+ * Compile-only: the test passes when this translation unit compiles.
+ */
+#include <blitz.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define ABI_ASSERT(cond, name) _Static_assert(cond, #name)
+#else
+#define ABI_ASSERT(cond, name) typedef char abi_assert_##name[(cond) ? 1 : -1]
+#endif
+
+/* Status codes: the values are ABI (stored in programs, sent over FFI). */
+ABI_ASSERT(BLZ_OK == 0, ok);
+ABI_ASSERT(BLZ_EINVAL == -1, einval);
+ABI_ASSERT(BLZ_ENOMEM == -2, enomem);
+ABI_ASSERT(BLZ_ETHREAD == -3, ethread);
+ABI_ASSERT(BLZ_ESHUTDOWN == -4, eshutdown);
+ABI_ASSERT(BLZ_EDEADLK == -5, edeadlk);
+ABI_ASSERT(BLZ_ETASK == -6, etask);
+ABI_ASSERT(BLZ_EFORK == -7, efork);
+ABI_ASSERT(sizeof(blz_status) == 4, status_is_32_bits);
+
+/* Versioning: the baseline abi/blitz.abi is for major version 0 (soname
+ * libblitz.so.0); a new major version means a new baseline. */
+ABI_ASSERT(BLZ_VERSION_MAJOR == 0, major);
+ABI_ASSERT(BLZ_VERSION_NUMBER ==
+               BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH,
+           version_number);
+ABI_ASSERT(BLZ_MAX_THREADS == 65535, max_threads);
+
+/* The extensible structs start with their size, whatever follows. */
+ABI_ASSERT(offsetof(blz_pool_config, struct_size) == 0, config_size_first);
+ABI_ASSERT(offsetof(blz_stats, struct_size) == 0, stats_size_first);
+
+/* Every callback type, implemented with the exact prototype. */
+static void job(void *arg) { (void)arg; }
+
+static void range(void *arg, size_t begin, size_t end) {
+    size_t *sum = (size_t *)arg;
+    *sum += end - begin;
+}
+
+static void hook(void *user, uint32_t worker_index) {
+    uint32_t *last = (uint32_t *)user;
+    *last = worker_index;
+}
+
+/* Every function, with arguments of exactly the declared types, so that
+ * -Wconversion and -Wsign-conversion see each parameter. Never called. */
+int blitz_header_c_uses_everything(void);
+int blitz_header_c_uses_everything(void) {
+    blz_pool_config config;
+    blz_pool *pool = NULL;
+    blz_task *task = NULL;
+    blz_group *group = NULL;
+    blz_stats stats;
+    size_t sum = 0;
+    uint32_t last = 0;
+    blz_status status;
+    const char *text;
+    uint32_t version;
+    uint32_t threads;
+    int32_t index;
+
+    blz_pool_config_init(&config);
+    config.num_threads = 2u;
+    config.stack_size = (size_t)1 << 20;
+    config.thread_name = "hdr";
+    config.on_thread_start = hook;
+    config.on_thread_stop = hook;
+    config.user = &last;
+
+    version = blz_version_number();
+    status = blz_pool_create(&config, &pool);
+    text = blz_status_string(status);
+    threads = blz_pool_num_threads(pool);
+    index = blz_worker_index(pool);
+    stats.struct_size = (uint32_t)sizeof stats;
+    status = blz_pool_stats(pool, &stats);
+    status = blz_spawn(pool, job, NULL, &task);
+    status = blz_join(task);
+    status = blz_spawn(pool, job, NULL, NULL);
+    status = blz_fork_join(pool, job, NULL, job, NULL);
+    status = blz_call(pool, job, NULL);
+    status = blz_parallel_for(pool, 0u, 100u, 0u, range, &sum);
+    status = blz_group_create(pool, &group);
+    status = blz_group_spawn(group, job, NULL);
+    status = blz_group_wait(group);
+    status = blz_group_destroy(group);
+    status = blz_pool_destroy(pool);
+
+    return (int)(status + (text != NULL) + (int32_t)(version + threads + last) + index +
+                 (int32_t)(sum + stats.jobs_executed));
+}

@@ -1,0 +1,169 @@
+// include/blitz.hpp on its own, compiled with strict warnings as errors
+// (see meson.build: C++17 and C++20, g++ and clang++), instantiating every
+// template of the header, then a short run that checks the results.
+// Built with BLZ_TEST_C_HEADER_FIRST, <blitz.h> comes before <blitz.hpp>.
+#ifdef BLZ_TEST_C_HEADER_FIRST
+#include <blitz.h>
+#include <blitz.hpp>
+#else
+#include <blitz.hpp>
+#include <blitz.h>
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace {
+
+int failures = 0;
+
+void expect(bool ok, const char *what) {
+    if (!ok) {
+        std::fprintf(stderr, "FAILED: %s\n", what);
+        ++failures;
+    }
+}
+
+void hook(std::uint32_t) {}
+
+struct once {
+    int operator()() && { return 7; }
+};
+
+static_assert(!std::is_copy_constructible_v<blz::pool>, "pool is move-only");
+static_assert(std::is_nothrow_move_constructible_v<blz::pool>, "pool moves");
+static_assert(std::is_nothrow_move_assignable_v<blz::pool>, "pool moves");
+static_assert(!std::is_copy_constructible_v<blz::task<int>>, "task is move-only");
+static_assert(std::is_nothrow_move_constructible_v<blz::task<int>>, "task moves");
+static_assert(!std::is_copy_constructible_v<blz::group>, "group is move-only");
+static_assert(std::is_nothrow_move_constructible_v<blz::group>, "group moves");
+static_assert(std::is_base_of_v<std::runtime_error, blz::error>, "error is a runtime_error");
+
+void run() {
+    blz::pool_options options;
+    options.num_threads = 2;
+    options.thread_name = "strict";
+    options.on_thread_start = hook;
+    options.on_thread_stop = [](std::uint32_t) {};
+    blz::pool pool(std::move(options));
+    blz::pool defaults;
+    blz::pool moved(std::move(defaults));
+    expect(defaults.num_threads() == 0 && moved.num_threads() > 0, "move");
+
+    int x = 1;
+    auto [a, b] = pool.join([] { return 1; }, [] { return std::string("b"); });
+    expect(a == 1 && b == "b", "join values");
+    auto [u, r] = pool.join([] {}, [&]() -> int & { return x; });
+    static_assert(std::is_same_v<decltype(u), std::monostate>, "void side gives std::monostate");
+    r = 2;
+    expect(x == 2, "join reference");
+    auto [o1, o2] = pool.join(once{}, once{});
+    expect(o1 + o2 == 14, "join rvalue callables");
+    try {
+        pool.join([]() -> int { throw std::runtime_error("f"); }, []() -> int { throw std::logic_error("g"); });
+        expect(false, "join throws");
+    } catch (const std::runtime_error &e) {
+        expect(std::string(e.what()) == "f", "join: f's exception");
+    }
+
+    expect(pool.call([] { return 3; }) == 3, "call");
+    pool.call([] {});
+    expect(&pool.call([&]() -> int & { return x; }) == &x, "call reference");
+    expect(pool.call(once{}) == 7, "call rvalue callable");
+
+    blz::task<int> t = pool.spawn([] { return 4; });
+    expect(t.valid() && t.get() == 4 && !t.valid(), "task");
+    blz::task<void> tv = pool.spawn([] {});
+    tv.get();
+    blz::task<std::unique_ptr<int>> tm = pool.spawn([] { return std::make_unique<int>(5); });
+    expect(*tm.get() == 5, "task move-only value");
+    blz::task<int &> tr = pool.spawn([&]() -> int & { return x; });
+    expect(&tr.get() == &x, "task reference");
+    blz::task<int> moved_task;
+    moved_task = pool.spawn(once{});
+    { blz::task<int> unjoined = pool.spawn([] { return 6; }); }
+    expect(moved_task.get() == 7, "task move");
+
+    std::vector<int> hits(1000, 0);
+    pool.parallel_for(0, hits.size(), [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t i = lo; i < hi; ++i) hits[i] += 1;
+    });
+    pool.parallel_for(0, hits.size(), [&](std::size_t lo, std::size_t hi) {
+        for (std::size_t i = lo; i < hi; ++i) hits[i] += 1;
+    }, 10);
+    expect(std::count(hits.begin(), hits.end(), 2) == 1000, "parallel_for");
+
+    blz::group g = pool.group();
+    std::atomic<int> count{0};
+    for (int i = 0; i < 100; ++i) g.spawn([&] { count.fetch_add(1); });
+    auto counter = [&] { count.fetch_add(1); };
+    g.spawn(counter);
+    g.wait();
+    expect(count.load() == 101, "group");
+
+    const unsigned long long sum = blz::parallel_reduce(
+        pool, 0, 100001, 0ULL,
+        [](std::size_t lo, std::size_t hi) {
+            unsigned long long s = 0;
+            for (std::size_t i = lo; i < hi; ++i) s += i;
+            return s;
+        },
+        std::plus<>(), 100);
+    expect(sum == 5000050000ULL, "parallel_reduce sum");
+    const std::string text = blz::parallel_reduce(
+        pool, 0, 26, std::string(),
+        [](std::size_t lo, std::size_t hi) {
+            std::string s;
+            for (std::size_t i = lo; i < hi; ++i) s += static_cast<char>('a' + static_cast<int>(i));
+            return s;
+        },
+        [](std::string left, std::string right) { return left + right; }, 1);
+    expect(text == "abcdefghijklmnopqrstuvwxyz", "parallel_reduce in order");
+
+    std::vector<double> v(50000);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 7919) % 10007);
+    blz::parallel_sort(pool, v.begin(), v.end());
+    expect(std::is_sorted(v.begin(), v.end()), "parallel_sort");
+    std::deque<int> d;
+    for (int i = 0; i < 20000; ++i) d.push_back((i * 31) % 1013);
+    blz::parallel_sort(pool, d.begin(), d.end(), std::greater<>());
+    expect(std::is_sorted(d.begin(), d.end(), std::greater<>()), "parallel_sort deque, greater");
+    int small[] = {3, 1, 2};
+    blz::parallel_sort(pool, small, small + 3, [](int l, int h) { return l < h; });
+    expect(small[0] == 1 && small[2] == 3, "parallel_sort array");
+
+    const blz_stats stats = pool.stats();
+    expect(stats.num_threads == 2 && stats.tasks_failed == 0, "stats");
+    expect(pool.worker_index() == -1 && pool.native_handle() != nullptr, "introspection");
+
+    try {
+        blz::pool bad(BLZ_MAX_THREADS + 1U);
+        expect(false, "error thrown");
+    } catch (const blz::error &e) {
+        expect(e.status() == BLZ_EINVAL, "error status");
+    }
+}
+
+}  // namespace
+
+int main() {
+    try {
+        run();
+    } catch (const std::exception &e) {
+        std::fprintf(stderr, "FAILED: unexpected exception: %s\n", e.what());
+        return 1;
+    }
+    std::printf("%s\n", failures == 0 ? "blitz.hpp: all checks passed" : "blitz.hpp: checks failed");
+    return failures == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
