@@ -12,7 +12,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 cargo=${CARGO:-cargo}
-# Where .cargo/config.toml's directory source points.
+# Where bench/.cargo/config.toml's directory source points.
 registry=/usr/share/cargo/registry
 
 if ! command -v "$cargo" >/dev/null 2>&1; then

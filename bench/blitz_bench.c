@@ -1,0 +1,247 @@
+/*
+ * The benchmark workloads on libblitz, written in C against include/blitz.h
+ * as a user would write them. usage: blitz_bench WORKLOAD [threads=N] [key=value ...]
+ * (see harness.h; bench/run.py drives it).
+ */
+#include <blitz.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "harness.h"
+
+static blz_pool *pool;
+
+static void check(blz_status status, const char *what) {
+    if (status == BLZ_OK) return;
+    fprintf(stderr, "bench: %s: %s\n", what, blz_status_string(status));
+    exit(1);
+}
+
+static int start(unsigned threads) {
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = threads;
+    return blz_pool_create(&config, &pool) == BLZ_OK ? 0 : -1;
+}
+
+static void stop(void) { check(blz_pool_destroy(pool), "blz_pool_destroy"); }
+
+/* ---- fib: every call above fib(1) is a blz_fork_join ---- */
+
+typedef struct fib_args {
+    unsigned n;
+    uint64_t result;
+} fib_args;
+
+static void fib_task(void *p) {
+    fib_args *a = p;
+    if (a->n < 2) {
+        a->result = a->n;
+        return;
+    }
+    fib_args left = {a->n - 1, 0}, right = {a->n - 2, 0};
+    check(blz_fork_join(pool, fib_task, &left, fib_task, &right), "blz_fork_join");
+    a->result = left.result + right.result;
+}
+
+static uint64_t fib(unsigned n) {
+    fib_args a = {n, 0};
+    check(blz_call(pool, fib_task, &a), "blz_call");
+    return a.result;
+}
+
+/* ---- tree sum: a fork-join at every node with two children ---- */
+
+typedef struct tree_args {
+    const bench_node *node;
+    int64_t sum;
+} tree_args;
+
+static void tree_task(void *p) {
+    tree_args *a = p;
+    const bench_node *node = a->node;
+    if (node->left == NULL || node->right == NULL) {
+        a->sum = bench_tree_sum(node);
+        return;
+    }
+    tree_args left = {node->left, 0}, right = {node->right, 0};
+    check(blz_fork_join(pool, tree_task, &left, tree_task, &right), "blz_fork_join");
+    a->sum = node->value + left.sum + right.sum;
+}
+
+typedef struct tree_reps {
+    const bench_node *root;
+    unsigned reps;
+    int64_t sum;
+} tree_reps;
+
+static void tree_reps_task(void *p) {
+    tree_reps *a = p;
+    for (unsigned i = 0; i < a->reps; ++i) {
+        tree_args root = {a->root, 0};
+        tree_task(&root);
+        a->sum = root.sum;
+    }
+}
+
+static int64_t tree_sum(const bench_node *root, unsigned reps) {
+    tree_reps a = {root, reps, 0};
+    check(blz_call(pool, tree_reps_task, &a), "blz_call");
+    return a.sum;
+}
+
+/* ---- parallel_for: sum (per-worker partial sums) and map ---- */
+
+typedef struct partial {
+    double value;
+    char pad[64 - sizeof(double)];  /* one cache line per worker */
+} partial;
+
+typedef struct sum_args {
+    const double *x;
+    partial *partials;
+} sum_args;
+
+static void sum_body(void *p, size_t begin, size_t end) {
+    sum_args *a = p;
+    double s = 0;
+    for (size_t i = begin; i < end; ++i) s += a->x[i];
+    a->partials[blz_worker_index(pool)].value += s;
+}
+
+static double sum(const double *x, size_t n) {
+    uint32_t workers = blz_pool_num_threads(pool);
+    partial *partials = calloc(workers, sizeof *partials);
+    if (partials == NULL) bench_fail("out of memory");
+    sum_args a = {x, partials};
+    check(blz_parallel_for(pool, 0, n, 0, sum_body, &a), "blz_parallel_for");
+    double total = 0;
+    for (uint32_t w = 0; w < workers; ++w) total += partials[w].value;
+    free(partials);
+    return total;
+}
+
+typedef struct map_args {
+    const double *x;
+    double *y;
+} map_args;
+
+static void map_body(void *p, size_t begin, size_t end) {
+    map_args *a = p;
+    for (size_t i = begin; i < end; ++i) a->y[i] = bench_map_one(a->x[i]);
+}
+
+static void map(const double *x, double *y, size_t n) {
+    map_args a = {x, y};
+    check(blz_parallel_for(pool, 0, n, 0, map_body, &a), "blz_parallel_for");
+}
+
+/* ---- quicksort: the two parts of each partition fork ---- */
+
+typedef struct sort_args {
+    double *a;
+    size_t n;
+} sort_args;
+
+static void sort_task(void *p) {
+    sort_args *s = p;
+    if (s->n <= BENCH_QS_GRAIN) {
+        bench_qs_sequential(s->a, s->n);
+        return;
+    }
+    size_t k = bench_qs_partition(s->a, s->n);
+    sort_args left = {s->a, k}, right = {s->a + k, s->n - k};
+    check(blz_fork_join(pool, sort_task, &left, sort_task, &right), "blz_fork_join");
+}
+
+static void sort(double *a, size_t n) {
+    sort_args s = {a, n};
+    check(blz_call(pool, sort_task, &s), "blz_call");
+}
+
+/* ---- UTS: each node's children split in halves by fork-join ---- */
+
+typedef struct uts_args {
+    const bench_uts_node *parent;
+    int first, last;  /* children [first, last) of parent */
+    int max_depth;
+    bench_uts_count count;
+} uts_args;
+
+static bench_uts_count uts_children(const bench_uts_node *parent, int first, int last, int max_depth);
+
+static void uts_children_task(void *p) {
+    uts_args *a = p;
+    a->count = uts_children(a->parent, a->first, a->last, a->max_depth);
+}
+
+static bench_uts_count uts_children(const bench_uts_node *parent, int first, int last, int max_depth) {
+    if (last - first == 1) return bench_uts_count_child(parent, first, max_depth, uts_children);
+    int mid = first + (last - first) / 2;
+    uts_args left = {parent, first, mid, max_depth, {0, 0}};
+    uts_args right = {parent, mid, last, max_depth, {0, 0}};
+    check(blz_fork_join(pool, uts_children_task, &left, uts_children_task, &right), "blz_fork_join");
+    bench_uts_add(&left.count, right.count);
+    return left.count;
+}
+
+typedef struct uts_root_args {
+    const bench_uts_node *root;
+    int max_depth;
+    bench_uts_count count;
+} uts_root_args;
+
+static void uts_root_task(void *p) {
+    uts_root_args *a = p;
+    a->count = bench_uts_count_node(a->root, a->max_depth, uts_children);
+}
+
+static bench_uts_count uts(const bench_uts_node *root, int max_depth) {
+    uts_root_args a = {root, max_depth, {0, 0}};
+    check(blz_call(pool, uts_root_task, &a), "blz_call");
+    return a.count;
+}
+
+/* ---- spawns, calls and posts from the main thread ---- */
+
+static void tiny_task(void *p) { bench_tiny_task((size_t)(uintptr_t)p); }
+
+static void spawn_wait(size_t count) {
+    blz_group *group;
+    check(blz_group_create(pool, &group), "blz_group_create");
+    for (size_t i = 0; i < count; ++i) check(blz_group_spawn(group, tiny_task, (void *)(uintptr_t)i), "blz_group_spawn");
+    check(blz_group_destroy(group), "blz_group_destroy");
+}
+
+static void call(bench_fn fn, void *arg) { check(blz_call(pool, fn, arg), "blz_call"); }
+
+static void post(bench_fn fn, void *arg) { check(blz_spawn(pool, fn, arg, NULL), "blz_spawn"); }
+
+static int read_stats(bench_pool_stats *out) {
+    blz_stats s;
+    s.struct_size = sizeof s;
+    if (blz_pool_stats(pool, &s) != BLZ_OK) return -1;
+    out->jobs_executed = s.jobs_executed;
+    out->jobs_injected = s.jobs_injected;
+    out->steals = s.steals;
+    out->sleeps = s.sleeps;
+    out->wakeups = s.wakeups;
+    out->spurious_wakeups = s.spurious_wakeups;
+    out->sleep_aborts = s.sleep_aborts;
+    out->sleeping_now = s.sleeping_now;
+    out->num_threads = s.num_threads;
+    return 0;
+}
+
+static int all_asleep(void) {
+    bench_pool_stats s;
+    return read_stats(&s) == 0 && s.sleeping_now == s.num_threads;
+}
+
+int main(int argc, char **argv) {
+    static const bench_runtime runtime = {
+        "libblitz", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep, read_stats,
+    };
+    return bench_main(argc, argv, &runtime);
+}

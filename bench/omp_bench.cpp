@@ -1,0 +1,140 @@
+// The benchmark workloads on OpenMP tasks (g++ -fopenmp, libgomp), written
+// the way an OpenMP user would: a parallel region of N threads whose single
+// thread starts the recursion, `task` + `taskwait` for fork-join, worksharing
+// loops for sum and map. OpenMP has no way to hand work to a team from a
+// thread outside it, so "run on a worker" (round trip, wake, trickle) is a
+// parallel region whose last thread runs the function while the caller
+// waits at the region's end; the trickle is therefore synchronous.
+// libgomp runs with its defaults (OMP_WAIT_POLICY unset: spin, then sleep).
+// usage: omp_bench WORKLOAD [threads=N] [key=value ...]
+#include <omp.h>
+
+#include <cstdint>
+
+#include "harness.h"
+
+namespace {
+
+int team = 1;
+
+int start(unsigned threads) {
+    team = static_cast<int>(threads);
+    omp_set_dynamic(0);
+    omp_set_num_threads(team);
+    return 0;
+}
+
+void stop() {}
+
+// Runs f on one thread of a team of `team` threads; the others take its tasks.
+template <class F>
+void in_team(F f) {
+#pragma omp parallel num_threads(team)
+#pragma omp single
+    f();
+}
+
+uint64_t fib_rec(unsigned n) {
+    if (n < 2) return n;
+    uint64_t a = 0, b = 0;
+#pragma omp task shared(a)
+    a = fib_rec(n - 1);
+    b = fib_rec(n - 2);
+#pragma omp taskwait
+    return a + b;
+}
+
+uint64_t fib(unsigned n) {
+    uint64_t r = 0;
+    in_team([&] { r = fib_rec(n); });
+    return r;
+}
+
+int64_t tree_rec(const bench_node *node) {
+    if (node->left == nullptr || node->right == nullptr) return bench_tree_sum(node);
+    int64_t a = 0, b = 0;
+#pragma omp task shared(a)
+    a = tree_rec(node->left);
+    b = tree_rec(node->right);
+#pragma omp taskwait
+    return node->value + a + b;
+}
+
+int64_t tree_sum(const bench_node *root, unsigned reps) {
+    int64_t r = 0;
+    in_team([&] {
+        for (unsigned i = 0; i < reps; ++i) r = tree_rec(root);
+    });
+    return r;
+}
+
+double sum(const double *x, size_t n) {
+    double s = 0;
+#pragma omp parallel for reduction(+ : s) num_threads(team)
+    for (size_t i = 0; i < n; ++i) s += x[i];
+    return s;
+}
+
+void map(const double *x, double *y, size_t n) {
+#pragma omp parallel for num_threads(team)
+    for (size_t i = 0; i < n; ++i) y[i] = bench_map_one(x[i]);
+}
+
+void sort_rec(double *a, size_t n) {
+    if (n <= BENCH_QS_GRAIN) {
+        bench_qs_sequential(a, n);
+        return;
+    }
+    size_t k = bench_qs_partition(a, n);
+#pragma omp task
+    sort_rec(a, k);
+    sort_rec(a + k, n - k);
+#pragma omp taskwait
+}
+
+void sort(double *a, size_t n) {
+    in_team([&] { sort_rec(a, n); });
+}
+
+// Children [first, last) of parent, split in halves.
+bench_uts_count uts_children(const bench_uts_node *parent, int first, int last, int max_depth) {
+    if (last - first == 1) return bench_uts_count_child(parent, first, max_depth, uts_children);
+    int mid = first + (last - first) / 2;
+    bench_uts_count a{}, b{};
+#pragma omp task shared(a)
+    a = uts_children(parent, first, mid, max_depth);
+    b = uts_children(parent, mid, last, max_depth);
+#pragma omp taskwait
+    bench_uts_add(&a, b);
+    return a;
+}
+
+bench_uts_count uts(const bench_uts_node *root, int max_depth) {
+    bench_uts_count r{};
+    in_team([&] { r = bench_uts_count_node(root, max_depth, uts_children); });
+    return r;
+}
+
+void spawn_wait(size_t count) {
+    in_team([count] {
+        for (size_t i = 0; i < count; ++i) {
+#pragma omp task firstprivate(i)
+            bench_tiny_task(i);
+        }
+#pragma omp taskwait
+    });
+}
+
+void call(bench_fn fn, void *arg) {
+#pragma omp parallel num_threads(team)
+    if (omp_get_thread_num() == omp_get_num_threads() - 1) fn(arg);
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    static const bench_runtime runtime = {
+        "OpenMP", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, call, nullptr, nullptr,
+    };
+    return bench_main(argc, argv, &runtime);
+}

@@ -1,0 +1,551 @@
+"""Renders bench/results/latest.json (written by bench/run.py) as
+docs/benchmarks.md with gnuplot charts in bench/results/, and judges the
+goals of issue 4. Python 3 standard library; gnuplot from Debian.
+"""
+import os
+import shutil
+import subprocess
+import tempfile
+
+BLITZ, RAYON, TBB, OMP, SEQ = "libblitz", "Rayon", "oneTBB", "OpenMP", "sequential"
+PEERS = [RAYON, TBB, OMP]
+IMPLS = [BLITZ] + PEERS + [SEQ]
+
+HOW = {
+    "fib": "fib(n) with no cutoff: every call above fib(1) forks. libblitz `blz_fork_join` inside one `blz_call`; "
+           "Rayon `join` inside `install`; oneTBB `parallel_invoke` inside `task_arena::execute`; OpenMP "
+           "`task` + `taskwait` under `parallel` + `single`. Metric: wall ns per join = time / (fib(n+1) - 1).",
+    "tree": "Sum of a perfect binary tree (the Spice/Chili benchmark), one fork-join per inner node, no cutoff; "
+            "nodes in one preorder block. The 1023-node tree is summed 1000 times inside one entry into the pool "
+            "(the entry cost is the round-trip workload's). Workers 4-16 exceed the 2 vCPUs on purpose: adding "
+            "workers must not slow a small job down. Metric: wall ns per node.",
+    "parfor": "Sum (a reduction) and map (y = 3 sqrt(x)) over 10^7 doubles: libblitz `blz_parallel_for` (automatic "
+              "grain; the sum keeps one partial per worker), Rayon `par_iter().sum()` / `par_iter_mut().zip()`, "
+              "oneTBB `parallel_reduce` / `parallel_for`, OpenMP `parallel for` (with `reduction`). Quicksort: "
+              "the same Hoare partition everywhere, the two parts forked down to 4096 elements. Metric: wall ms.",
+    "uts": "Unbalanced Tree Search T1 (-t 1 -a 3 -d 10 -b 4 -r 19: geometric, SHA-1 node states, 4130071 nodes, "
+           "3305118 leaves, checked). Each node's children are split in halves by the runtime's fork-join. "
+           "Load balance shows as the speedup over sequential code. Metric: wall ms.",
+    "spawn": "One outside thread submits 10^6 tiny tasks (each writes one slot) and waits for all of them: libblitz "
+             "`blz_group_spawn` + `blz_group_wait`; Rayon `ThreadPool::spawn` + a counting latch (atomic counter, "
+             "mutex and condition variable); oneTBB `task_group::run` + `wait` inside `task_arena::execute` (the "
+             "caller joins the arena, TBB's model); OpenMP `task` in a `single`. Metric: wall ns per task "
+             "(throughput = 1 / that).",
+    "roundtrip": "An empty function run on a worker from an outside thread, back to back: libblitz `blz_call`, "
+                 "Rayon `install`, oneTBB `task_arena::enqueue` + a wait on an atomic (C++20 `wait`/`notify`), "
+                 "OpenMP a `parallel` region whose last thread runs it. Metric: median µs per call.",
+    "wake": "The pool sleeps (libblitz: `sleeping_now` equals the worker count; the others: the same gap of "
+            "sleep), an outside thread submits a task as in the round trip, the task records when it started. "
+            "Each program also measures the raw futex wake-to-run latency of a thread of its own (the floor), "
+            "sample by sample between its runtime's samples. Metric: p50 over all samples of all runs.",
+    "idle": "After: CPU time of the whole process in the 100 ms after a fib(27) by the pool ends. Trickle (the "
+            "pattern of Rayon issue #642): one tiny task submitted every 1 ms for 2 s (libblitz `blz_spawn`, "
+            "Rayon `spawn`, oneTBB `enqueue`, OpenMP a parallel region per task, synchronous); CPU % of the "
+            "process over the 2 s and the latency from submission to start. Sequential: the task runs inline "
+            "(the main thread's own cost).",
+    "storm": "1000 tiny spawns (as in the spawn workload) into a sleeping pool, 10 storms per run, each after the "
+             "pool fell asleep again; 16 workers on 2 vCPUs against 2 workers. Metric: median µs per storm. "
+             "libblitz also reports wakeups and spurious wakeups per job from `blz_pool_stats` (over the storms "
+             "and the time the pool took to fall asleep after the last).",
+}
+
+TITLES = {
+    "fib": "1. fib by fork-join, ns per join",
+    "tree": "2. Binary-tree sum, ns per node",
+    "parfor": "3. parallel_for, reduce and quicksort",
+    "uts": "4. Unbalanced Tree Search T1",
+    "spawn": "5. Spawn throughput",
+    "roundtrip": "6. Round trip from outside the pool",
+    "wake": "7. Wake latency from deep sleep",
+    "idle": "8. Idle cost",
+    "storm": "9. Wake storm",
+}
+
+
+def fmt(value, digits=3):
+    if value is None:
+        return "n/a"
+    if value == 0:
+        return "0"
+    if abs(value) >= 10 ** digits:
+        return f"{value:.0f}"
+    return f"{value:.{digits}g}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def fmt_ratio(value):
+    return "n/a" if value is None else f"{value:.2f}"
+
+
+def cell(s):
+    """median (CPU/wall), with flagged runs said."""
+    if s is None:
+        return "—"
+    if s["errors"] or s["wrong_checksums"]:
+        return "FAILED" if s["errors"] else "WRONG CHECKSUM"
+    ok = len(s["metric_runs"])
+    if s["median"] is None:
+        return f"n/a ({s['flagged']}/{ok} runs short of CPUs; CPU/wall {fmt(s['cpu_per_wall'], 2)})"
+    text = f"{fmt(s['median'])} ({fmt(s['cpu_per_wall'], 2)})"
+    if s["flagged"]:
+        text += f" [{ok - s['flagged']}/{ok} runs]"
+    return text
+
+
+def table(header, rows):
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def impls_present(case):
+    present = set()
+    for row in case["by_threads"].values():
+        present |= set(row["impls"])
+    return [i for i in IMPLS if i in present]
+
+
+def seq_summary(case):
+    return case["by_threads"][str(case["threads"][0])]["impls"].get(SEQ)
+
+
+def threads_table(case):
+    impls = impls_present(case)
+    peers = [i for i in impls if i != BLITZ]
+    header = ["workers"] + impls + [f"libblitz/{p}" for p in peers]
+    rows = []
+    for threads in case["threads"]:
+        row = case["by_threads"][str(threads)]
+        cells = [str(threads)]
+        for impl in impls:
+            s = row["impls"].get(impl)
+            cells.append(cell(s) if s else ("(1 thread, above)" if impl == SEQ else "—"))
+        cells += [fmt_ratio(row["ratio_blitz_over"].get(p)) for p in peers]
+        rows.append(cells)
+    return table(header, rows)
+
+
+def runtime_table(case, columns, threads=None):
+    """One row per runtime; columns: (header, function of the summary)."""
+    row = case["by_threads"][str(threads or case["threads"][0])]
+    blitz = row["impls"].get(BLITZ)
+    rows = []
+    for impl in impls_present(case):
+        s = row["impls"].get(impl)
+        if s is None:
+            continue
+        if s["errors"] or s["wrong_checksums"]:
+            rows.append([impl, cell(s)] + [""] * (len(columns) - 1))
+            continue
+        rows.append([impl] + [f(s, blitz) for _, f in columns])
+    return table(["runtime"] + [h for h, _ in columns], rows)
+
+
+def extra(s, key):
+    return s["extra"].get(key) if s else None
+
+
+def case_by(data, workload, **params):
+    for case in data["workloads"].get(workload, {}).get("cases", []):
+        if all(case["params"].get(k) == v for k, v in params.items()):
+            return case
+    return None
+
+
+def impl_summary(case, threads, impl):
+    if case is None:
+        return None
+    return case["by_threads"].get(str(threads), {}).get("impls", {}).get(impl)
+
+
+def med(case, threads, impl):
+    s = impl_summary(case, threads, impl)
+    return s["median"] if s else None
+
+
+# ---- goals ----
+
+def goal(text, measured, met, note=""):
+    return {"goal": text, "measured": measured, "met": met, "note": note}
+
+
+def judge(value, limit, less=True):
+    if value is None:
+        return None
+    return value <= limit if less else value >= limit
+
+
+def pool_per(s, counter, denominator):
+    """A libblitz counter summed over all runs, divided by `denominator`
+    summed over the same runs (None when the runtime has no counters)."""
+    if s is None or "pool_sum" not in s or not denominator:
+        return None
+    return s["pool_sum"][counter] / denominator
+
+
+def storm_jobs(s):
+    return s.get("extra_sum", {}).get("jobs") if s else None
+
+
+def spurious_share(s):
+    """Spurious wakeups over wakeups, summed over all runs."""
+    if s is None or "pool_sum" not in s:
+        return None
+    return ratio(s["pool_sum"]["spurious_wakeups"], s["pool_sum"]["wakeups"]) or 0.0
+
+
+def goals(data):
+    out = []
+    for n in (30, 35):
+        case = case_by(data, "fib", n=n)
+        r = ratio(med(case, 1, BLITZ), med(case, 1, RAYON))
+        out.append(goal(f"fib({n}) ns per join on 1 worker at most 0.5x Rayon's",
+                        f"{fmt(med(case, 1, BLITZ))} vs {fmt(med(case, 1, RAYON))} ns: ratio {fmt_ratio(r)}",
+                        judge(r, 0.5)))
+        two = impl_summary(case, 2, BLITZ)
+        speedup = ratio(med(case, 1, BLITZ), med(case, 2, BLITZ))
+        note = ""
+        if two and two["median"] is None:
+            note = (f"no 2-worker run got 1.9 CPUs ({two['flagged']} flagged, median CPU/wall "
+                    f"{fmt(two['cpu_per_wall'], 2)}): not measurable on this run")
+        elif impl_summary(case, 1, BLITZ) and med(case, 1, BLITZ) is None:
+            note = "no 1-worker run got a whole CPU: not measurable on this run"
+        out.append(goal(f"fib({n}) on 2 workers at least 1.9x faster than on 1 (runs with 1.9 CPUs only)",
+                        f"speedup {fmt_ratio(speedup)}", judge(speedup, 1.9, less=False), note))
+    case = case_by(data, "tree", depth=10)
+    r16 = ratio(med(case, 16, BLITZ), med(case, 1, BLITZ))
+    rayon16 = ratio(med(case, 16, RAYON), med(case, 1, RAYON))
+    one = impl_summary(case, 1, BLITZ)
+    note = "no 1-worker run got a whole CPU: not measurable on this run" if one and one["median"] is None else ""
+    out.append(goal("Tree sum, 1023 nodes: 16 workers at most 1.2x the 1-worker time",
+                    f"{fmt_ratio(r16)} (Rayon {fmt_ratio(rayon16)})", judge(r16, 1.2), note))
+    case = case_by(data, "idle", phase="after")
+    b, p = med(case, 2, BLITZ), med(case, 2, RAYON)
+    out.append(goal("Idle: CPU burned in the 100 ms after work at most Rayon's",
+                    f"{fmt(b)} vs {fmt(p)} ms CPU", judge(ratio(b, p), 1.0)))
+    case = case_by(data, "idle", phase="trickle")
+    b, p = med(case, 2, BLITZ), med(case, 2, RAYON)
+    bl, pl = extra(impl_summary(case, 2, BLITZ), "p50_us"), extra(impl_summary(case, 2, RAYON), "p50_us")
+    cpu_ok, lat_ok = judge(ratio(b, p), 0.5), judge(ratio(bl, pl), 1.0)
+    out.append(goal("Idle: 1 ms trickle at most 0.5x Rayon's CPU% at equal or better latency",
+                    f"{fmt(b)}% vs {fmt(p)}% (ratio {fmt_ratio(ratio(b, p))}); p50 latency {fmt(bl)} vs "
+                    f"{fmt(pl)} µs", None if cpu_ok is None or lat_ok is None else cpu_ok and lat_ok))
+    case = case_by(data, "storm")
+    s16 = impl_summary(case, 16, BLITZ)
+    wakeups, share = pool_per(s16, "wakeups", storm_jobs(s16)), spurious_share(s16)
+    out.append(goal("Wake storm (16 workers): at most 1.0 wakeup per injected job",
+                    f"{fmt(wakeups)} wakeups per job", judge(wakeups, 1.0)))
+    out.append(goal("Wake storm (16 workers): spurious wakeups under 5% of wakeups",
+                    f"{fmt(None if share is None else share * 100)}% "
+                    f"({fmt(pool_per(s16, 'spurious_wakeups', storm_jobs(s16)))} per job)",
+                    None if share is None else share < 0.05))
+    case = case_by(data, "roundtrip")
+    b, p = med(case, 2, BLITZ), med(case, 2, RAYON)
+    out.append(goal("`blz_call` round trip at most Rayon's `install`", f"{fmt(b)} vs {fmt(p)} µs",
+                    judge(ratio(b, p), 1.0)))
+    case = case_by(data, "wake")
+    s = impl_summary(case, 2, BLITZ)
+    p50 = s and s.get("pooled", {}).get("p50_us")
+    floor = s and s.get("floor_pooled", {}).get("p50_us")
+    out.append(goal("Wake latency p50 within 1.2x of the futex floor (same program)",
+                    f"{fmt(p50)} vs {fmt(floor)} µs: {fmt_ratio(ratio(p50, floor))}x",
+                    judge(ratio(p50, floor), 1.2)))
+    case = case_by(data, "spawn")
+    b, p = med(case, 2, BLITZ), med(case, 2, RAYON)
+    r = ratio(p, b)
+    out.append(goal("Spawn throughput at least 2x Rayon's `spawn` with a counting latch",
+                    f"{fmt(1e3 / b if b else None)} vs {fmt(1e3 / p if p else None)} M tasks/s: {fmt_ratio(r)}x",
+                    judge(r, 2.0, less=False)))
+    return out
+
+
+def goals_section(items):
+    mark = {True: "met", False: "**not met**", None: "not measured"}
+    rows = [[g["goal"], g["measured"], mark[g["met"]] + (f" ({g['note']})" if g["note"] else "")] for g in items]
+    return table(["goal (issue 4)", "measured", "verdict"], rows)
+
+
+# ---- charts ----
+
+def gnuplot(script, workdir):
+    if shutil.which("gnuplot") is None:
+        return "gnuplot not found (apt-get install gnuplot)"
+    out = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True, cwd=workdir)
+    return out.stderr.strip() if out.returncode != 0 else ""
+
+
+def histogram_script(png, title, ylabel, plots):
+    """A clustered bar chart on a log scale, one cluster per data row."""
+    return f"""set terminal pngcairo size 900,480 font ",10"
+set output '{png}'
+set title '{title}'
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set datafile missing '?'
+set logscale y
+set yrange [1:*]
+set ylabel '{ylabel}'
+set grid ytics
+set key top left
+plot {plots}
+"""
+
+
+def dat(value):
+    return "?" if value is None else f"{value:.6g}"
+
+
+def chart_fib(data, work, png):
+    impls = [BLITZ] + PEERS
+    lines = ["group " + " ".join(f'"{i}"' for i in impls)]
+    for n in (30, 35):
+        case = case_by(data, "fib", n=n)
+        for threads in (1, 2):
+            lines.append(f'"fib({n}), {threads}w" ' + " ".join(dat(med(case, threads, i)) for i in impls))
+    with open(os.path.join(work, "fib.dat"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    plots = ", ".join(f"'fib.dat' using {k + 2}:xtic(1) title columnheader" for k in range(len(impls)))
+    return gnuplot(histogram_script(png, "fib by fork-join, no cutoff: wall ns per join, log scale "
+                                         "(no bar: no run got the CPUs)", "ns per join", plots), work)
+
+
+def chart_tree(data, work, png):
+    workers = [1, 2, 4, 8, 16]
+    impls = [BLITZ] + PEERS
+    for depth in (10, 24):
+        case = case_by(data, "tree", depth=depth)
+        with open(os.path.join(work, f"tree{depth}.dat"), "w") as f:
+            for w in workers:
+                f.write(f"{w} " + " ".join(dat(med(case, w, i)) for i in impls) + "\n")
+    def plots(depth):
+        return ", ".join(f"'tree{depth}.dat' using 1:{k + 2} with linespoints title '{i}'"
+                         for k, i in enumerate(impls))
+    return gnuplot(f"""set terminal pngcairo size 1000,440 font ",10"
+set output '{png}'
+set datafile missing '?'
+set multiplot layout 1,2 title 'Binary-tree sum over workers (2 vCPUs): wall ns per node, log scale, lower is better; no point: no run got the CPUs'
+set logscale xy
+set xtics (1, 2, 4, 8, 16)
+set xlabel 'workers'
+set ylabel 'ns per node'
+set grid
+set key top left
+set title '1023 nodes'
+plot {plots(10)}
+set title '2^{{24}} - 1 nodes'
+plot {plots(24)}
+unset multiplot
+""", work)
+
+
+def chart_wake(data, work, png):
+    case = case_by(data, "wake")
+    lines = ['runtime "p50" "p99" "futex floor p50 (same program)" "futex floor p99"']
+    for impl in [BLITZ] + PEERS + [SEQ]:
+        s = impl_summary(case, 2, impl)
+        if s is None:
+            continue
+        pooled, floor = s.get("pooled", {}), s.get("floor_pooled", {})
+        label = "futex alone" if impl == SEQ else impl
+        lines.append(f'"{label}" {dat(pooled.get("p50_us"))} {dat(pooled.get("p99_us"))} '
+                     f'{dat(floor.get("p50_us"))} {dat(floor.get("p99_us"))}')
+    with open(os.path.join(work, "wake.dat"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    plots = "'wake.dat' using 2:xtic(1) title columnheader, " + ", ".join(
+        f"'' using {k} title columnheader" for k in (3, 4, 5))
+    return gnuplot(histogram_script(png, "Wake latency from deep sleep against the futex floor (µs, log scale)",
+                                    "µs from submission to the task starting", plots), work)
+
+
+CHARTS = [("fib", "fib.png", chart_fib, "ns per join"), ("tree", "tree_scaling.png", chart_tree, "tree-sum scaling"),
+          ("wake", "wake_latency.png", chart_wake, "wake latency against the futex floor")]
+
+
+def make_charts(data, results_dir):
+    """{workload: (png name or None, problem)}"""
+    made = {}
+    with tempfile.TemporaryDirectory() as work:
+        for workload, name, draw, what in CHARTS:
+            if workload not in data["workloads"]:
+                continue
+            png = os.path.join(results_dir, name)
+            problem = draw(data, work, png)
+            made[workload] = (None, f"chart of {what} not drawn: {problem}") if problem else (name, "")
+    return made
+
+
+# ---- sections ----
+
+def machine_section(data):
+    m = data["machine"]
+    rows = [["CPU", f"{m['cpu']} ({'virtual machine' if m['hypervisor'] else 'no hypervisor flag'})"],
+            ["CPUs", f"{m['cpus_available']} available to the process, {m['cpus_online']} online"],
+            ["memory", m["memory"]], ["kernel", m["kernel"]], ["OS", m["os"]],
+            ["C / C++ compiler", f"{m['cc']} / {m['cxx']}"], ["Rust", f"{m['rustc']}; {m['cargo']}"],
+            ["oneTBB", m["tbb"]], ["Rayon (Debian sources)", m["rayon_sources"]],
+            ["OpenMP", "libgomp of the C++ compiler, default settings (OMP_WAIT_POLICY unset)"],
+            ["build", f"{m['build_dir']}, {m['buildtype']}"]]
+    return table(["", ""], rows)
+
+
+def section_body(workload, cases):
+    parts = []
+    for case in cases:
+        title = f"**{case['title']}**" if case.get("title") else ""
+        if case["checksum_problem"]:
+            parts.append(f"{title}\n\nCHECKSUM PROBLEM: {case['checksum_problem']}")
+            continue
+        if workload in ("fib", "tree", "parfor") or (workload == "storm"):
+            body = threads_table(case)
+            if workload == "storm":
+                body += "\n\n" + storm_stats(case)
+        else:
+            body = runtime_table(case, COLUMNS[(workload, case["params"].get("phase"))])
+        parts.append(f"{title}\n\n{body}" if title else body)
+    return "\n\n".join(parts)
+
+
+def storm_stats(case):
+    rows = []
+    for threads in case["threads"]:
+        s = impl_summary(case, threads, BLITZ)
+        if s is None or "pool_sum" not in s:
+            continue
+        jobs, share = storm_jobs(s), spurious_share(s)
+        rows.append([threads, fmt(pool_per(s, "wakeups", jobs)), fmt(pool_per(s, "spurious_wakeups", jobs)),
+                     fmt(None if share is None else share * 100), fmt(pool_per(s, "sleeps", jobs)),
+                     fmt(s.get("extra_sum", {}).get("never_asleep"))])
+    return ("libblitz's counters (`blz_pool_stats`), summed over all runs and divided by all their "
+            "jobs:\n\n") + table(
+        ["workers", "wakeups per job", "spurious wakeups per job", "spurious % of wakeups", "sleeps per job",
+         "storms that began before the pool slept"], rows)
+
+
+def per_seq(s, case_seq):
+    return ratio(case_seq, s["median"]) if case_seq else None
+
+
+def blitz_ratio(s, blitz):
+    return fmt_ratio(ratio(blitz["median"] if blitz else None, s["median"]))
+
+
+def pooled(s, group, key):
+    return fmt(s.get(group, {}).get(key))
+
+
+COLUMNS = {
+    ("uts", None): [
+        ("ms", lambda s, b: cell(s)), ("ns per node", lambda s, b: fmt(extra(s, "ns_per_node"))),
+        ("libblitz / this", blitz_ratio)],
+    ("spawn", None): [
+        ("ns per task (CPU/wall)", lambda s, b: cell(s)),
+        ("M tasks/s", lambda s, b: fmt(1e3 / s["median"]) if s["median"] else "n/a"),
+        ("libblitz / this (time)", blitz_ratio)],
+    ("roundtrip", None): [
+        ("median µs (CPU/wall)", lambda s, b: cell(s)), ("p99 µs", lambda s, b: fmt(extra(s, "p99_us"))),
+        ("mean µs", lambda s, b: fmt(extra(s, "mean_us"))),
+        ("worker sleeps per call", lambda s, b: fmt(pool_per(s, "sleeps", s.get("extra_sum", {}).get("calls")))),
+        ("libblitz / this", blitz_ratio)],
+    ("wake", None): [
+        ("p50 µs", lambda s, b: pooled(s, "pooled", "p50_us") if "pooled" in s else "(the floor only)"),
+        ("p99 µs", lambda s, b: pooled(s, "pooled", "p99_us") if "pooled" in s else ""),
+        ("samples", lambda s, b: str(s.get("pooled", s.get("floor_pooled", {})).get("samples", ""))),
+        ("futex floor p50 µs", lambda s, b: pooled(s, "floor_pooled", "p50_us")),
+        ("floor p99 µs", lambda s, b: pooled(s, "floor_pooled", "p99_us")),
+        ("p50 / floor p50", lambda s, b: fmt_ratio(ratio(s.get("pooled", {}).get("p50_us"),
+                                                         s.get("floor_pooled", {}).get("p50_us"))))],
+    ("idle", "after"): [
+        ("ms CPU in 100 ms", lambda s, b: fmt(s["median"])), ("runs", lambda s, b: str(len(s["metric_runs"]))),
+        ("all runs, ms", lambda s, b: ", ".join(fmt(v, 2) for v in s["metric_runs"])),
+        ("libblitz / this", blitz_ratio)],
+    ("idle", "trickle"): [
+        ("CPU %", lambda s, b: fmt(s["median"])), ("task latency p50 µs", lambda s, b: fmt(extra(s, "p50_us"))),
+        ("p99 µs", lambda s, b: fmt(extra(s, "p99_us"))), ("libblitz / this (CPU)", blitz_ratio),
+        ("libblitz / this (p50)", lambda s, b: fmt_ratio(ratio(extra(b, "p50_us"), extra(s, "p50_us"))))],
+}
+
+
+def extras_section(data):
+    out = []
+    titles = {"rustjoin": ("Extra: the Rust binding's cost per join (bench/rust-join)", "median ns/join"),
+              "sort": ("Extra: parallel sort (bench/sort/sort_bench)", "median ms")}
+    for name, (title, unit) in titles.items():
+        out.append(f"## {title}\n")
+        entry = data["extras"].get(name)
+        if entry is None:
+            out.append("Not run yet (`./dev bench " + name + "`).\n")
+            continue
+        if "skipped" in entry:
+            out.append(f"Skipped: {entry['skipped']} ({entry.get('generated', '')}).\n")
+            continue
+        d = entry["data"]
+        key = "median_ns_per_join" if name == "rustjoin" else "median_ms"
+        rows = [[r.get("runtime"), r.get("threads"), fmt(r.get(key)), len(r.get("runs", [])),
+                 fmt(r.get("cpu_per_wall"), 2)] for r in d.get("rows", [])]
+        out.append(f"`{entry.get('command', '')}`, {entry.get('generated', '')}; the program's own interleaving "
+                   f"and filtering." + (f" Conditions: {entry['note']}" if entry.get("note") else "") + "\n")
+        out.append(table(["runtime", "threads", unit, "runs", "CPU/wall"], rows) + "\n")
+    return "\n".join(out)
+
+
+def findings_section():
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "findings.md")
+    try:
+        with open(path) as f:
+            return f.read().strip() + "\n"
+    except OSError:
+        return ""
+
+
+def write(data, results_dir, markdown_path):
+    """Writes the charts and the markdown; returns the goals."""
+    items = goals(data)
+    charts = make_charts(data, results_dir)
+    rel = os.path.relpath(results_dir, os.path.dirname(markdown_path))
+    m = []
+    m.append("# Benchmarks: libblitz next to Rayon, oneTBB, OpenMP and sequential code\n")
+    m.append(f"Generated by `./dev bench` (`tools/bench.sh` → `bench/run.py`) on {data['generated']}; raw runs in "
+             f"[bench/results/latest.json](../bench/results/latest.json). Do not edit: rerun instead.\n")
+    notes = sorted({e.get("note", "") for e in list(data["workloads"].values()) + list(data["extras"].values())} - {""})
+    for note in notes:
+        m.append(f"> **Conditions noted for the runs below:** {note}\n")
+    m.append("How to read the tables: every figure is the median over interleaved runs (each runtime ran once per "
+             "round, the order rotating each round; every run is a fresh process: one warm-up, then one measured "
+             "run). In parentheses: CPU time of the whole process ÷ wall time of the measured run. Ratios are "
+             "libblitz ÷ peer on the same metric: below 1.00 libblitz is faster (or cheaper). For fib, tree, "
+             "parfor and UTS, a run on 2 workers that got less than 1.9 CPUs, or on 1 worker (or sequential) "
+             "less than 0.9, is flagged and left out of the median (`[k/n runs]` says how many counted); with "
+             "none left the cell says n/a, never a figure for that many workers. With 4 to 16 workers on the 2 "
+             "vCPUs, CPU/wall is shown but not judged. "
+             "Every run's checksum was compared with the sequential program's; a mismatch would show as WRONG "
+             "CHECKSUM.\n")
+    for impl, note in data.get("missing_programs", {}).items():
+        m.append(f"* {impl} is missing from this run: {note}")
+    m.append("\n## Machine\n")
+    m.append(machine_section(data) + "\n")
+    m.append("## Goals\n")
+    m.append(goals_section(items) + "\n")
+    for workload, title in TITLES.items():
+        entry = data["workloads"].get(workload)
+        m.append(f"## {title}\n")
+        if entry is None:
+            m.append(f"Not run yet (`./dev bench {workload}`).\n")
+            continue
+        m.append(HOW[workload] + "\n")
+        m.append(f"Run on {entry['generated']}, {entry['runs']} runs per runtime, {entry['seconds']:.0f} s; "
+                 f"load average {entry['loadavg_before']} before, {entry['loadavg_after']} after."
+                 + (f" Conditions: {entry['note']}" if entry.get("note") else "") + "\n")
+        m.append(section_body(workload, entry["cases"]) + "\n")
+        if workload in charts:
+            name, problem = charts[workload]
+            m.append(f"![{workload}]({rel}/{name})\n" if name else f"({problem})\n")
+    m.append(extras_section(data))
+    m.append(findings_section())
+    os.makedirs(os.path.dirname(markdown_path), exist_ok=True)
+    with open(markdown_path, "w") as f:
+        f.write("\n".join(m))
+    return items

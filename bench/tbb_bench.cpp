@@ -1,0 +1,152 @@
+// The benchmark workloads on oneTBB (Debian's libtbb-dev), written the way
+// a TBB user would: a task_arena of N threads (the calling thread takes one
+// of its slots, as TBB's external threads do) under a global_control that
+// allows N, fork-join by parallel_invoke, loops by parallel_for and
+// parallel_reduce, spawns by task_group, and work sent from outside by
+// task_arena::enqueue. usage: tbb_bench WORKLOAD [threads=N] [key=value ...]
+#include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/parallel_for.h>
+#include <oneapi/tbb/parallel_invoke.h>
+#include <oneapi/tbb/parallel_reduce.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "harness.h"
+
+namespace {
+
+std::unique_ptr<tbb::global_control> control;
+std::unique_ptr<tbb::task_arena> arena;
+
+int start(unsigned threads) {
+    control = std::make_unique<tbb::global_control>(tbb::global_control::max_allowed_parallelism, threads);
+    arena = std::make_unique<tbb::task_arena>(static_cast<int>(threads));
+    arena->initialize();
+    return 0;
+}
+
+void stop() {
+    arena.reset();
+    control.reset();
+}
+
+uint64_t fib_rec(unsigned n) {
+    if (n < 2) return n;
+    uint64_t a = 0, b = 0;
+    tbb::parallel_invoke([&] { a = fib_rec(n - 1); }, [&] { b = fib_rec(n - 2); });
+    return a + b;
+}
+
+uint64_t fib(unsigned n) {
+    uint64_t r = 0;
+    arena->execute([&] { r = fib_rec(n); });
+    return r;
+}
+
+int64_t tree_rec(const bench_node *node) {
+    if (node->left == nullptr || node->right == nullptr) return bench_tree_sum(node);
+    int64_t a = 0, b = 0;
+    tbb::parallel_invoke([&] { a = tree_rec(node->left); }, [&] { b = tree_rec(node->right); });
+    return node->value + a + b;
+}
+
+int64_t tree_sum(const bench_node *root, unsigned reps) {
+    int64_t r = 0;
+    arena->execute([&] {
+        for (unsigned i = 0; i < reps; ++i) r = tree_rec(root);
+    });
+    return r;
+}
+
+double sum(const double *x, size_t n) {
+    double r = 0;
+    arena->execute([&] {
+        r = tbb::parallel_reduce(
+            tbb::blocked_range<size_t>(0, n), 0.0,
+            [x](const tbb::blocked_range<size_t> &range, double s) {
+                for (size_t i = range.begin(); i != range.end(); ++i) s += x[i];
+                return s;
+            },
+            std::plus<double>());
+    });
+    return r;
+}
+
+void map(const double *x, double *y, size_t n) {
+    arena->execute([&] {
+        tbb::parallel_for(tbb::blocked_range<size_t>(0, n), [x, y](const tbb::blocked_range<size_t> &range) {
+            for (size_t i = range.begin(); i != range.end(); ++i) y[i] = bench_map_one(x[i]);
+        });
+    });
+}
+
+void sort_rec(double *a, size_t n) {
+    if (n <= BENCH_QS_GRAIN) {
+        bench_qs_sequential(a, n);
+        return;
+    }
+    size_t k = bench_qs_partition(a, n);
+    tbb::parallel_invoke([=] { sort_rec(a, k); }, [=] { sort_rec(a + k, n - k); });
+}
+
+void sort(double *a, size_t n) {
+    arena->execute([&] { sort_rec(a, n); });
+}
+
+// Children [first, last) of parent, split in halves.
+bench_uts_count uts_children(const bench_uts_node *parent, int first, int last, int max_depth) {
+    if (last - first == 1) return bench_uts_count_child(parent, first, max_depth, uts_children);
+    int mid = first + (last - first) / 2;
+    bench_uts_count a{}, b{};
+    tbb::parallel_invoke([&] { a = uts_children(parent, first, mid, max_depth); },
+                         [&] { b = uts_children(parent, mid, last, max_depth); });
+    bench_uts_add(&a, b);
+    return a;
+}
+
+bench_uts_count uts(const bench_uts_node *root, int max_depth) {
+    bench_uts_count r{};
+    arena->execute([&] { r = bench_uts_count_node(root, max_depth, uts_children); });
+    return r;
+}
+
+void spawn_wait(size_t count) {
+    arena->execute([&] {
+        tbb::task_group group;
+        for (size_t i = 0; i < count; ++i) group.run([i] { bench_tiny_task(i); });
+        group.wait();
+    });
+}
+
+// Completed calls; lives forever, so a task may still notify after the
+// caller returned.
+std::atomic<uint64_t> calls_done{0};
+
+void call(bench_fn fn, void *arg) {
+    uint64_t before = calls_done.load(std::memory_order_relaxed);  // relaxed: only this thread calls
+    arena->enqueue([fn, arg] {
+        fn(arg);
+        calls_done.fetch_add(1, std::memory_order_release);  // release: the caller reads fn's effects
+        calls_done.notify_one();
+    });
+    calls_done.wait(before, std::memory_order_acquire);  // acquire: pairs with the task's release
+}
+
+void post(bench_fn fn, void *arg) {
+    arena->enqueue([fn, arg] { fn(arg); });
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    static const bench_runtime runtime = {
+        "oneTBB", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, nullptr, nullptr,
+    };
+    return bench_main(argc, argv, &runtime);
+}
