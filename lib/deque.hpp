@@ -130,9 +130,13 @@ public:
         int64_t n = std::min(bottom_ - split_mirror_, max);
         if (n <= 0) return 0;
         split_mirror_ += n;
-        // release: a thief that acquires the new split_ sees the slots
-        // stored by push(), and the buffer they are in [I4].
-        split_.store(split_mirror_, std::memory_order_release);
+        if constexpr (Sync::kMutant == Mutant::kRelaxedPublish) {
+            split_.store(split_mirror_, std::memory_order_relaxed);
+        } else {
+            // release: a thief that acquires the new split_ sees the slots
+            // stored by push(), and the buffer they are in [I4].
+            split_.store(split_mirror_, std::memory_order_release);
+        }
         return n;
     }
 
@@ -205,12 +209,19 @@ private:
     [[gnu::noinline]] T pop_public() {
         int64_t s = split_mirror_ - 1;
         Buffer *a = buffer_.load(std::memory_order_relaxed);  // relaxed: only the owner writes buffer_
-        split_.store(s, std::memory_order_relaxed);  // ordered before the top_ load by the fence
+        // release, not relaxed: a thief whose acquire load of split_ reads
+        // this value steals an element below s, which only publish()'s
+        // release store made visible. Since C++20 a release sequence no
+        // longer continues through later plain stores of the same thread, so
+        // a relaxed store here would give that thief no happens-before with
+        // the slots and the jobs they point to (docs/protocol.md, "The
+        // split deque"). On x86 both orders are the same plain mov.
+        split_.store(s, std::memory_order_release);
         // seq-cst fence: our claim on index s (the split_ store) and a
         // thief's claim (its top_ load, behind its own fence) form a
         // store-buffering pair; without both fences each could miss the
         // other and take the same element.
-        Sync::full_fence();
+        if constexpr (Sync::kMutant != Mutant::kNoPublicPopFence) Sync::full_fence();
         int64_t t = top_.load(std::memory_order_relaxed);  // relaxed: ordered by the fence above
         if (t > s) {  // empty
             split_.store(s + 1, std::memory_order_relaxed);  // relaxed: no element to publish

@@ -14,6 +14,9 @@
 namespace blz {
 
 std::atomic<uint64_t> g_fork_generation{0};
+#if defined(BLZ_FAULT_INJECTION)
+std::atomic<int64_t> g_fault_refuse_thread{-1};
+#endif
 
 namespace {
 
@@ -31,6 +34,19 @@ void *thread_main(void *worker) {
     Worker &w = *static_cast<Worker *>(worker);
     w.registry().run_worker(w);
     return nullptr;
+}
+
+// pthread_create for worker `index`. The fault-injection tests (tests/fault)
+// build the library a second time with BLZ_FAULT_INJECTION to make the OS
+// refuse a chosen worker; the shipped library has no such branch.
+int create_worker_thread(pthread_t *thread, const pthread_attr_t *attr, Worker *worker, uint32_t index) {
+#if defined(BLZ_FAULT_INJECTION)
+    // relaxed: the test stores it before calling blz_pool_create on this thread.
+    if (g_fault_refuse_thread.load(std::memory_order_relaxed) == int64_t{index}) return EAGAIN;
+#else
+    (void)index;
+#endif
+    return pthread_create(thread, attr, &thread_main, worker);
 }
 
 // Parses BLZ_NUM_THREADS: a decimal number in 1..BLZ_MAX_THREADS, else 0.
@@ -124,7 +140,7 @@ blz_status Registry::start_workers(size_t stack_size) {
     blz_status status = BLZ_OK;
     if (stack_size != 0 && pthread_attr_setstacksize(&attr, stack_size) != 0) status = BLZ_EINVAL;
     for (uint32_t i = 0; status == BLZ_OK && i < num_threads_; ++i) {
-        if (pthread_create(&workers_[i].thread(), &attr, &thread_main, &workers_[i]) != 0) {
+        if (create_worker_thread(&workers_[i].thread(), &attr, &workers_[i], i) != 0) {
             status = BLZ_ETHREAD;
         } else {
             started_ = i + 1;

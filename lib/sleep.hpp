@@ -256,7 +256,9 @@ private:
 
         // A set() between get_sleepy() and here found SLEEPY and will not
         // wake us, so we must not block: the CAS fails and we return.
-        if (!latch.fall_asleep()) {
+        bool committed = latch.fall_asleep();
+        if constexpr (Sync::kMutant == Mutant::kLatchIgnoresSleepy) committed = true;
+        if (!committed) {
             idle.wake_fully();
             return IdleOutcome::kLatchSet;
         }

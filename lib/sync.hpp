@@ -23,6 +23,9 @@
 #include <sched.h>
 
 #include "fence.hpp"
+#if defined(BLZ_CHAOS)
+#include "chaos.hpp"
+#endif
 
 namespace blz {
 
@@ -39,15 +42,33 @@ enum class Mutant {
     kSleeperDecrements,     // the woken worker decrements `sleeping`, not its waker
     kSlotReadAfterCas,      // a thief reads the slot after its CAS
     kFreeRetiredBuffer,     // grow frees the old buffer at once
+    kRelaxedPublish,        // Deque::publish stores split_ relaxed, not release
+    kNoPublicPopFence,      // Deque::pop_public without its fence
+    kLatchIgnoresSleepy,    // Sleep::sleep blocks although fall_asleep() failed
 };
 
+// The runtime's policy. In the chaos build (BLZ_CHAOS, lib/chaos.hpp) the
+// same types with a random pause around every operation; otherwise the
+// standard ones, unchanged.
 struct StdSync {
+#if defined(BLZ_CHAOS)
+    template <class T>
+    using atomic = chaos::Atomic<T>;
+    using mutex = chaos::Mutex;
+    using condvar = chaos::CondVar;
+
+    static void full_fence() noexcept {
+        chaos::Around pause;
+        blz::full_fence();
+    }
+#else
     template <class T>
     using atomic = std::atomic<T>;
     using mutex = std::mutex;
     using condvar = std::condition_variable;
 
     static void full_fence() noexcept { blz::full_fence(); }
+#endif
     static void yield() noexcept { sched_yield(); }
     static constexpr Mutant kMutant = Mutant::kNone;
 };

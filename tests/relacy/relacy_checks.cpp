@@ -1,0 +1,593 @@
+// Relacy checks of libblitz's own core classes, and of deliberately broken
+// variants of them that each check must catch.
+//
+// Every check instantiates the real templates from lib/ (Deque,
+// AtomicCounters, CoreLatch, Sleep, Injector) with RelacySync, which gives
+// them Relacy's atomics, mutexes, condition variables, fences and heap; a
+// mutant is the same code with one `if constexpr` switch turned
+// (blz::Mutant in lib/sync.hpp). Relacy runs each test program many times
+// under its memory model (C++11's, with stale reads of relaxed loads) and
+// fails it on: an RL_ASSERT, a deadlock (every thread blocked: a lost
+// wake-up leaves a worker on its condition variable after everyone else
+// finished), a livelock, an access to freed memory, or a leak.
+//
+// Scope and limits: docs/verification.md.
+//
+// usage: relacy_checks [--iterations N] [--only SUBSTRING] [--history]
+//   --iterations  random-scheduler iterations per check (default 200000)
+//   --only        run the rows whose check name contains SUBSTRING
+//   --history     print Relacy's report (with the failing execution's history)
+// Prints one row per (check, variant) and ends with "relacy: N passed, M failed":
+// a real variant passes when Relacy finds nothing, a mutant when it is caught.
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "relacy_sync.hpp"  // last: relacy.hpp's macros must not see the headers above
+
+namespace {
+
+using blz::IdleOutcome;
+using blz::Mutant;
+
+template <Mutant M>
+using RS = blz_relacy::RelacySync<M>;
+
+// Spins in a way Relacy's scheduler understands.
+template <class Pred>
+void spin_until(Pred pred) {
+    rl::backoff backoff;
+    while (!pred()) backoff.yield($);
+}
+
+struct NoInjectedJobs {
+    bool operator()() const { return false; }
+};
+
+// Items handed around by the deque checks; `taken[i]` counts how often item
+// i came out of the deque.
+template <class S, int N>
+struct Items {
+    int items[N] = {};
+    typename S::template atomic<int> taken[N];
+
+    int *operator[](int i) { return &items[i]; }
+    void take(int *item) {
+        if (item != nullptr) taken[item - items].fetch_add(1, std::memory_order::relaxed);
+    }
+    void assert_each_taken_once() {
+        for (auto &count : taken) RL_ASSERT(count.load(std::memory_order::relaxed) == 1);
+    }
+};
+
+template <class S>
+using IntDeque = blz::Deque<int *, S>;
+
+template <class S, int N>
+void steal_into(IntDeque<S> &deque, Items<S, N> &items) {
+    auto stolen = deque.steal();
+    if (stolen.status == IntDeque<S>::Steal::kSuccess) {
+        RL_ASSERT(stolen.value != nullptr);  // a success always carries a pushed item
+        items.take(stolen.value);
+    }
+}
+
+// ---------------------------------------------------------------------------
+// deque: the owner pushes, publishes, pops its private part (no fence) and
+// its public part (the fenced pop, racing for the last element) while two
+// thieves steal, starting at capacity 2 so that the buffer grows twice
+// (2 -> 4 -> 8) or wraps around onto slots the thieves freed. Every item
+// comes out exactly once; Relacy reports any read of a freed buffer.
+
+template <class S>
+struct DequeOwnerTwoThieves : rl::test_suite<DequeOwnerTwoThieves<S>, 3> {
+    IntDeque<S> deque{2};
+    Items<S, 6> items;
+
+    void before() { RL_ASSERT(deque.init()); }
+
+    void thread(unsigned index) {
+        if (index != 0) {
+            for (int attempt = 0; attempt < 3; ++attempt) steal_into(deque, items);
+            return;
+        }
+        RL_ASSERT(deque.push(items[0]));
+        RL_ASSERT(deque.push(items[1]));
+        RL_ASSERT(deque.publish() == 2);     // 0, 1 public: the buffer is full
+        RL_ASSERT(deque.push(items[2]));     // grows, or reuses slot 0 if a thief took item 0
+        RL_ASSERT(deque.publish(1) == 1);    // 2 public
+        RL_ASSERT(deque.push(items[3]));     // private
+        int *newest = deque.pop();           // the private pop: no thief can reach it
+        RL_ASSERT(newest == items[3]);
+        items.take(newest);
+        RL_ASSERT(deque.push(items[4]));
+        RL_ASSERT(deque.push(items[5]));     // may grow again
+        deque.publish();
+        // The public pops: the fenced claim, down to the last element.
+        for (int *item = deque.pop(); item != nullptr; item = deque.pop()) items.take(item);
+    }
+
+    void after() { items.assert_each_taken_once(); }
+};
+
+// deque: one thief stealing across a grow, every interleaving: it may load
+// the old buffer pointer and read from it while the owner replaces it, or
+// claim a slot the owner then reuses. The owner only pushes; after() pops
+// what is left, so the search spends its steps on the race.
+template <class S>
+struct DequeStealAcrossGrow : rl::test_suite<DequeStealAcrossGrow<S>, 2> {
+    IntDeque<S> deque{2};
+    Items<S, 3> items;
+
+    void before() { RL_ASSERT(deque.init()); }
+
+    void thread(unsigned index) {
+        if (index == 1) {
+            steal_into(deque, items);
+            return;
+        }
+        RL_ASSERT(deque.push(items[0]));
+        RL_ASSERT(deque.push(items[1]));
+        deque.publish();
+        RL_ASSERT(deque.push(items[2]));  // grows 2 -> 4, or wraps onto slot 0 if the thief took item 0
+    }
+
+    void after() {
+        for (int *item = deque.pop(); item != nullptr; item = deque.pop()) items.take(item);
+        items.assert_each_taken_once();
+    }
+};
+
+// deque: the owner's fenced pop against a thief that steals twice, from a
+// deque holding two public elements (pushed and published in before()):
+// the owner takes index 1 without a CAS (two elements left) only when the
+// thief can no longer reach it, and races the thief's CAS for index 0.
+// The owner pops twice; after() takes what is left.
+template <class S>
+struct DequePublicPopVsThief : rl::test_suite<DequePublicPopVsThief<S>, 2> {
+    IntDeque<S> deque{4};
+    Items<S, 2> items;
+
+    void before() {
+        RL_ASSERT(deque.init());
+        RL_ASSERT(deque.push(items[0]));
+        RL_ASSERT(deque.push(items[1]));
+        deque.publish();
+    }
+
+    void thread(unsigned index) {
+        if (index == 1) {
+            steal_into(deque, items);
+            steal_into(deque, items);
+            return;
+        }
+        items.take(deque.pop());
+        items.take(deque.pop());
+    }
+
+    void after() {
+        for (int *item = deque.pop(); item != nullptr; item = deque.pop()) items.take(item);
+        items.assert_each_taken_once();
+    }
+};
+
+// ---------------------------------------------------------------------------
+// The idle loop of Worker::wait_until (lib/worker.cpp), restated for the
+// policy: Worker itself is not a template. `find_work` returns true when it
+// found (and ran) a job; the loop returns when `latch` is set.
+
+template <class S, class FindWork, class HasInjectedJobs>
+void wait_until(blz::Sleep<S> &sleep, uint32_t me, blz::CoreLatch<S> &latch, FindWork find_work,
+                HasInjectedJobs has_injected_jobs) {
+    while (!latch.probe()) {
+        blz::IdleState idle = sleep.start_looking(me);
+        bool found = false;
+        while (!latch.probe()) {
+            found = find_work();
+            if (found) break;
+            sleep.no_work_found(idle, latch, has_injected_jobs);
+        }
+        sleep.work_found(me, has_injected_jobs);
+        if (!found) return;
+    }
+}
+
+// Latch::set (lib/worker.cpp): swap to SET; wake the waiter if it was SLEEPING.
+template <class S>
+void set_latch(blz::CoreLatch<S> &latch, blz::Sleep<S> &sleep, uint32_t waiter) {
+    if (latch.set()) sleep.wake_specific_thread(waiter);
+}
+
+template <class S>
+struct Node {
+    typename S::template atomic<Node *> next;
+};
+
+// ---------------------------------------------------------------------------
+// sleep handshake against an external injector: a worker searching the
+// injector and going to sleep, a thread outside the pool injecting one job
+// (Registry::inject: Injector::push, then Sleep::new_injected_jobs). The
+// JEC starts odd (a post nobody got sleepy after, the state of a pool that
+// just ran work), so the poster's post_event may only read the counters:
+// then the two seq-cst fences alone decide whether the job is seen. No
+// execution may end with the job queued and the worker blocked (Relacy:
+// deadlock) or the job not taken.
+
+template <class S>
+struct SleepVsInjector : rl::test_suite<SleepVsInjector<S>, 2> {
+    blz::Sleep<S> sleep;
+    blz::Injector<Node<S>, S> injector;
+    blz::CoreLatch<S> terminate;
+    Node<S> job;
+    typename S::template atomic<int> taken;
+
+    void before() {
+        RL_ASSERT(sleep.init(1));
+        sleep.atomic_counters().post_event();
+    }
+
+    void thread(unsigned index) {
+        auto has_injected_jobs = [this] { return injector.has_jobs(); };
+        if (index == 1) {
+            bool was_empty = injector.push(&job);
+            sleep.new_injected_jobs(1, was_empty);
+            return;
+        }
+        auto find_work = [this] {
+            if (injector.pop() != &job) return false;
+            taken.fetch_add(1, std::memory_order::relaxed);
+            terminate.set();  // our own latch: the worker then returns (what destroy would do)
+            return true;
+        };
+        wait_until(sleep, 0, terminate, find_work, has_injected_jobs);
+    }
+
+    void after() { RL_ASSERT(taken.load(std::memory_order::relaxed) == 1); }
+};
+
+// sleep handshake, two workers against a poster of two jobs: the wake
+// decision (wake_for_jobs: idle workers count as finding the job
+// themselves), wake_any_threads, and work_found's hand-off of injected work
+// to a sleeper. Once both jobs ran, the poster sets both workers'
+// terminate latches as blz_pool_destroy does (Latch::set).
+
+template <class S>
+struct TwoWorkersTwoJobs : rl::test_suite<TwoWorkersTwoJobs<S>, 3> {
+    blz::Sleep<S> sleep;
+    blz::Injector<Node<S>, S> injector;
+    blz::CoreLatch<S> terminate[2];
+    Node<S> jobs[2];
+    typename S::template atomic<int> taken;
+
+    void before() {
+        RL_ASSERT(sleep.init(2));
+        sleep.atomic_counters().post_event();  // the JEC starts odd, as in SleepVsInjector
+    }
+
+    void thread(unsigned index) {
+        auto has_injected_jobs = [this] { return injector.has_jobs(); };
+        if (index == 2) {
+            for (Node<S> &job : jobs) sleep.new_injected_jobs(1, injector.push(&job));
+            spin_until([this] { return taken.load(std::memory_order::acquire) == 2; });
+            for (uint32_t w = 0; w < 2; ++w) set_latch(terminate[w], sleep, w);
+            return;
+        }
+        auto find_work = [this] {
+            if (injector.pop() == nullptr) return false;
+            taken.fetch_add(1, std::memory_order::release);
+            return true;
+        };
+        wait_until(sleep, index, terminate[index], find_work, has_injected_jobs);
+    }
+};
+
+// ---------------------------------------------------------------------------
+// sleep handshake against an internal poster, and the latch: worker 0 runs
+// join(a, b) (Worker::join): it pushes b onto its own deque, publishes it
+// (Worker::push: the public part was empty), posts it without a fence
+// (new_internal_jobs), runs a (nothing), then pops b back, or, when worker
+// 1 stole it, waits for b's latch through the sleep protocol. Worker 1
+// searches (steal), sleeps, runs b when it gets it and sets b's latch
+// (Latch::set: wakes worker 0 if it was asleep on it). Then worker 0 sets
+// worker 1's terminate latch. b runs exactly once and nobody hangs.
+
+template <class S>
+struct JoinWithThief : rl::test_suite<JoinWithThief<S>, 2> {
+    blz::Sleep<S> sleep;
+    blz::Deque<Node<S> *, S> deque0{2};
+    blz::CoreLatch<S> b_latch, terminate1;
+    Node<S> b;
+    typename S::template atomic<int> b_runs;
+
+    void before() {
+        RL_ASSERT(sleep.init(2));
+        RL_ASSERT(deque0.init());
+    }
+
+    void thread(unsigned index) {
+        NoInjectedJobs none;
+        if (index == 0) {
+            RL_ASSERT(deque0.push(&b));
+            int64_t n = deque0.publish(1);
+            sleep.new_internal_jobs(static_cast<uint32_t>(n), [this, n] { return deque0.size_hint() <= n; });
+            if (deque0.pop() == &b) {
+                b_runs.fetch_add(1, std::memory_order::relaxed);
+            } else {
+                auto nothing_to_find = [] { return false; };
+                wait_until(sleep, 0, b_latch, nothing_to_find, none);
+            }
+            set_latch(terminate1, sleep, 1);
+            return;
+        }
+        auto steal_b = [this] {
+            auto stolen = deque0.steal();
+            if (stolen.status != blz::Deque<Node<S> *, S>::Steal::kSuccess) return false;
+            RL_ASSERT(stolen.value == &b);
+            b_runs.fetch_add(1, std::memory_order::relaxed);
+            set_latch(b_latch, sleep, 0);
+            return true;
+        };
+        wait_until(sleep, 1, terminate1, steal_b, none);
+    }
+
+    void after() { RL_ASSERT(b_runs.load(std::memory_order::relaxed) == 1); }
+};
+
+// ---------------------------------------------------------------------------
+// the latch: a set() that races its waiter falling asleep always wakes it.
+
+template <class S>
+struct LatchSetVsSleep : rl::test_suite<LatchSetVsSleep<S>, 2> {
+    blz::Sleep<S> sleep;
+    blz::CoreLatch<S> latch;
+
+    void before() { RL_ASSERT(sleep.init(1)); }
+
+    void thread(unsigned index) {
+        NoInjectedJobs none;
+        if (index == 0) {
+            wait_until(sleep, 0, latch, [] { return false; }, none);
+        } else {
+            set_latch(latch, sleep, 0);
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------
+// the JEC: a post made after a worker got sleepy is noticed before it
+// blocks: its next sleep attempt aborts. (Blitz's direction misses it once
+// the JEC is odd, and the worker blocks for good.)
+
+template <class S>
+struct JecSeesPostAfterSleepy : rl::test_suite<JecSeesPostAfterSleepy<S>, 2> {
+    blz::Sleep<S> sleep;
+    blz::CoreLatch<S> latch;
+    typename S::template atomic<int> announced, posted;
+
+    void before() {
+        RL_ASSERT(sleep.init(1));
+        sleep.atomic_counters().post_event();  // an earlier post: the JEC is odd
+    }
+
+    void thread(unsigned index) {
+        NoInjectedJobs none;
+        if (index == 0) {
+            blz::IdleState idle = sleep.start_looking(0);
+            RL_ASSERT(sleep.no_work_found(idle, latch, none) == IdleOutcome::kKeepLooking);  // gets sleepy
+            announced.store(1, std::memory_order::release);
+            spin_until([this] { return posted.load(std::memory_order::acquire) == 1; });
+            RL_ASSERT(sleep.no_work_found(idle, latch, none) == IdleOutcome::kAborted);
+            sleep.work_found(0, none);
+        } else {
+            spin_until([this] { return announced.load(std::memory_order::acquire) == 1; });
+            sleep.new_internal_jobs(1, [] { return true; });
+            posted.store(1, std::memory_order::release);
+        }
+    }
+};
+
+// the JEC: with no post after getting sleepy, the first sleep attempt
+// blocks. (A worker that remembers the JEC from before its own change sees
+// that change as a post and aborts a sleep it should have taken.)
+
+template <class S>
+struct JecNoPostNoAbort : rl::test_suite<JecNoPostNoAbort<S>, 2> {
+    blz::Sleep<S> sleep;
+    blz::CoreLatch<S> latch;
+
+    void before() {
+        RL_ASSERT(sleep.init(1));
+        sleep.atomic_counters().post_event();  // an earlier post: the JEC is odd
+    }
+
+    void thread(unsigned index) {
+        NoInjectedJobs none;
+        if (index == 0) {
+            blz::IdleState idle = sleep.start_looking(0);
+            RL_ASSERT(sleep.no_work_found(idle, latch, none) == IdleOutcome::kKeepLooking);  // gets sleepy
+            RL_ASSERT(sleep.no_work_found(idle, latch, none) == IdleOutcome::kWoken);
+            sleep.work_found(0, none);
+        } else {
+            spin_until([this] { return sleep.counters().sleeping() == 1; });
+            RL_ASSERT(sleep.wake_specific_thread(0));
+        }
+    }
+};
+
+// ---------------------------------------------------------------------------
+// the waker decrements: once wake_specific_thread() has woken a worker,
+// `sleeping` no longer counts it, whether or not it has run yet (posters in
+// between must not count it as asleep).
+
+template <class S>
+struct WakerDecrements : rl::test_suite<WakerDecrements<S>, 3> {
+    blz::Sleep<S> sleep;
+    blz::CoreLatch<S> latches[2];
+
+    void before() { RL_ASSERT(sleep.init(2)); }
+
+    void thread(unsigned index) {
+        NoInjectedJobs none;
+        if (index < 2) {
+            blz::IdleState idle = sleep.start_looking(index);
+            while (sleep.no_work_found(idle, latches[index], none) != IdleOutcome::kWoken) {
+            }
+            sleep.work_found(index, none);
+            return;
+        }
+        spin_until([this] { return sleep.counters().sleeping() == 2; });
+        RL_ASSERT(sleep.wake_specific_thread(0));
+        RL_ASSERT(sleep.counters().sleeping() == 1);
+        RL_ASSERT(sleep.wake_specific_thread(1));
+        RL_ASSERT(sleep.counters().sleeping() == 0);
+    }
+};
+
+// ---------------------------------------------------------------------------
+// running and reporting
+
+enum class Search { kFull, kRandom };
+
+struct Outcome {
+    bool passed;             // Relacy found nothing
+    std::string method;      // how it searched, and how far
+    std::string finding;     // Relacy's verdict when it found something
+    double seconds;
+};
+
+template <class Test>
+Outcome run(Search search, rl::iteration_t iterations, bool history) {
+    rl::test_params params;
+    params.search_type = search == Search::kFull ? rl::sched_full : rl::sched_random;
+    params.iteration_count = iterations;  // the random scheduler's budget; full search ignores it
+    // A stream without a buffer discards what it is given (a failing run
+    // prints its whole history, which the table does not want).
+    std::ostream sink(nullptr);
+    params.output_stream = history ? &std::cout : &sink;
+    params.progress_stream = &sink;
+    auto start = std::chrono::steady_clock::now();
+    bool passed = rl::simulate<Test>(params);
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string method;
+    if (search == Search::kFull) {
+        method = passed ? "full search, " + std::to_string(params.stop_iteration) + " executions"
+                        : "full search, found at execution " + std::to_string(params.stop_iteration);
+    } else {
+        method = passed ? "random, " + std::to_string(params.stop_iteration) + " iterations"
+                        : "random, found at iteration " + std::to_string(params.stop_iteration) + " of " +
+                              std::to_string(iterations);
+    }
+    return {passed, method, passed ? "" : rl::test_result_str(params.test_result), seconds};
+}
+
+using Runner = Outcome (*)(Search, rl::iteration_t, bool);
+
+struct Row {
+    const char *check;
+    Mutant mutant;
+    Search search;
+    Runner runner;
+};
+
+const char *mutant_name(Mutant m) {
+    switch (m) {
+        case Mutant::kNone: return "real";
+        case Mutant::kNoInjectFence: return "no fence on inject";
+        case Mutant::kNoSleepFence: return "no fence before final check";
+        case Mutant::kJecSavedBeforeChange: return "JEC saved before own change";
+        case Mutant::kBlitzJecDirection: return "Blitz's JEC direction";
+        case Mutant::kSleeperDecrements: return "sleeper decrements sleeping";
+        case Mutant::kSlotReadAfterCas: return "thief reads slot after CAS";
+        case Mutant::kFreeRetiredBuffer: return "retired buffer freed at once";
+        case Mutant::kRelaxedPublish: return "publish stores split relaxed";
+        case Mutant::kNoPublicPopFence: return "public pop without fence";
+        case Mutant::kLatchIgnoresSleepy: return "sleeper ignores failed fall_asleep";
+    }
+    return "?";
+}
+
+// One row per (check, variant). The real variant first; every mutant whose
+// switch lies on the path the check runs follows it.
+#define ROW(check, Test, M, search) Row{check, M, search, &run<Test<RS<M>>>}
+
+const std::vector<Row> &rows() {
+    static const std::vector<Row> all = {
+        ROW("deque: owner + 2 thieves across grows", DequeOwnerTwoThieves, Mutant::kNone, Search::kRandom),
+        ROW("deque: owner + 2 thieves across grows", DequeOwnerTwoThieves, Mutant::kSlotReadAfterCas, Search::kRandom),
+        ROW("deque: owner + 2 thieves across grows", DequeOwnerTwoThieves, Mutant::kFreeRetiredBuffer, Search::kRandom),
+        ROW("deque: owner + 2 thieves across grows", DequeOwnerTwoThieves, Mutant::kRelaxedPublish, Search::kRandom),
+        ROW("deque: owner + 2 thieves across grows", DequeOwnerTwoThieves, Mutant::kNoPublicPopFence, Search::kRandom),
+        ROW("deque: a steal across a grow", DequeStealAcrossGrow, Mutant::kNone, Search::kFull),
+        ROW("deque: a steal across a grow", DequeStealAcrossGrow, Mutant::kFreeRetiredBuffer, Search::kFull),
+        ROW("deque: a steal across a grow", DequeStealAcrossGrow, Mutant::kSlotReadAfterCas, Search::kFull),
+        ROW("deque: a steal across a grow", DequeStealAcrossGrow, Mutant::kRelaxedPublish, Search::kFull),
+        ROW("deque: public pop vs thief", DequePublicPopVsThief, Mutant::kNone, Search::kFull),
+        ROW("deque: public pop vs thief", DequePublicPopVsThief, Mutant::kNoPublicPopFence, Search::kFull),
+        ROW("sleep vs external injector", SleepVsInjector, Mutant::kNone, Search::kRandom),
+        ROW("sleep vs external injector", SleepVsInjector, Mutant::kNoInjectFence, Search::kRandom),
+        ROW("sleep vs external injector", SleepVsInjector, Mutant::kNoSleepFence, Search::kRandom),
+        ROW("2 workers vs poster of 2 jobs", TwoWorkersTwoJobs, Mutant::kNone, Search::kRandom),
+        ROW("2 workers vs poster of 2 jobs", TwoWorkersTwoJobs, Mutant::kNoInjectFence, Search::kRandom),
+        ROW("2 workers vs poster of 2 jobs", TwoWorkersTwoJobs, Mutant::kNoSleepFence, Search::kRandom),
+        ROW("join: internal post, thief, latch", JoinWithThief, Mutant::kNone, Search::kRandom),
+        ROW("join: internal post, thief, latch", JoinWithThief, Mutant::kLatchIgnoresSleepy, Search::kRandom),
+        ROW("latch set races falling asleep", LatchSetVsSleep, Mutant::kNone, Search::kFull),
+        ROW("latch set races falling asleep", LatchSetVsSleep, Mutant::kLatchIgnoresSleepy, Search::kFull),
+        ROW("JEC: a post after getting sleepy", JecSeesPostAfterSleepy, Mutant::kNone, Search::kFull),
+        ROW("JEC: a post after getting sleepy", JecSeesPostAfterSleepy, Mutant::kBlitzJecDirection, Search::kFull),
+        ROW("JEC: no post, no aborted sleep", JecNoPostNoAbort, Mutant::kNone, Search::kRandom),
+        ROW("JEC: no post, no aborted sleep", JecNoPostNoAbort, Mutant::kJecSavedBeforeChange, Search::kRandom),
+        ROW("waker decrements sleeping", WakerDecrements, Mutant::kNone, Search::kRandom),
+        ROW("waker decrements sleeping", WakerDecrements, Mutant::kSleeperDecrements, Search::kRandom),
+    };
+    return all;
+}
+
+struct Options {
+    rl::iteration_t iterations = 200000;
+    const char *only = nullptr;
+    bool history = false;
+};
+
+Options parse(int argc, char **argv) {
+    Options o;
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--iterations") == 0 && i + 1 < argc) {
+            o.iterations = static_cast<rl::iteration_t>(std::strtoul(argv[++i], nullptr, 10));
+        } else if (std::strcmp(argv[i], "--only") == 0 && i + 1 < argc) {
+            o.only = argv[++i];
+        } else if (std::strcmp(argv[i], "--history") == 0) {
+            o.history = true;
+        } else {
+            std::fprintf(stderr, "usage: %s [--iterations N] [--only SUBSTRING] [--history]\n", argv[0]);
+            std::exit(2);
+        }
+    }
+    return o;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    const Options options = parse(argc, argv);
+    int good = 0, bad = 0;
+    std::printf("%-36s %-36s %-8s %-44s %8s  %s\n", "check", "variant", "result", "method", "time", "finding");
+    for (const Row &row : rows()) {
+        if (options.only != nullptr && std::strstr(row.check, options.only) == nullptr) continue;
+        const bool real = row.mutant == Mutant::kNone;
+        Outcome outcome = row.runner(row.search, options.iterations, options.history);
+        const bool as_expected = outcome.passed == real;
+        const char *result = real ? (outcome.passed ? "pass" : "FAIL") : (outcome.passed ? "MISSED" : "caught");
+        std::printf("%-36s %-36s %-8s %-44s %7.2fs  %s\n", row.check, mutant_name(row.mutant), result,
+                    outcome.method.c_str(), outcome.seconds, outcome.finding.c_str());
+        std::fflush(stdout);
+        (as_expected ? good : bad) += 1;
+    }
+    std::printf("relacy: %d passed, %d failed\n", good, bad);
+    return bad == 0 ? 0 : 1;
+}

@@ -1,0 +1,101 @@
+// RelacySync: the synchronisation policy (lib/sync.hpp) that instantiates
+// libblitz's own Deque, AtomicCounters, CoreLatch, Sleep and Injector with
+// Relacy's atomics, mutexes, condition variables, fences and heap.
+//
+// Include order matters: the project's headers come first. relacy.hpp then
+// defines macros (memory_order_relaxed, new, delete, ...) that would
+// rewrite them; everything after it avoids those tokens (std::memory_order
+// values are written as std::memory_order::relaxed and so on).
+#pragma once
+
+#include "core_latch.hpp"
+#include "counters.hpp"
+#include "deque.hpp"
+#include "injector.hpp"
+#include "sleep.hpp"
+
+#include <relacy/relacy.hpp>
+
+namespace blz_relacy {
+
+inline rl::memory_order to_rl(std::memory_order order) {
+    switch (order) {
+        case std::memory_order::relaxed: return rl::mo_relaxed;
+        case std::memory_order::consume: return rl::mo_consume;
+        case std::memory_order::acquire: return rl::mo_acquire;
+        case std::memory_order::release: return rl::mo_release;
+        case std::memory_order::acq_rel: return rl::mo_acq_rel;
+        default: return rl::mo_seq_cst;
+    }
+}
+
+// `M` selects a mutant (blz::Mutant::kNone: the code as shipped). The idle
+// phase is cut to no yielding rounds (kRoundsUntilSleepy = 0): a worker
+// gets sleepy on its first fruitless round, searches once more and tries
+// to sleep, so schedules stay short; the rounds only delay those steps.
+template <blz::Mutant M>
+struct RelacySync {
+    static constexpr blz::Mutant kMutant = M;
+    static constexpr uint32_t kRoundsUntilSleepy = 0;
+
+    // Not copyable (rl::nocopy: `= delete` is rewritten by relacy.hpp's macros).
+    template <class T>
+    class atomic : rl::nocopy<> {
+    public:
+        atomic() { a_($).store(T{}, rl::mo_relaxed); }
+        atomic(T value) { a_($).store(value, rl::mo_relaxed); }  // NOLINT: mirrors std::atomic
+
+        T load(std::memory_order order = std::memory_order::seq_cst) const { return a_($).load(to_rl(order)); }
+        void store(T value, std::memory_order order = std::memory_order::seq_cst) {
+            a_($).store(value, to_rl(order));
+        }
+        T exchange(T value, std::memory_order order) { return a_($).exchange(value, to_rl(order)); }
+        bool compare_exchange_strong(T &expected, T desired, std::memory_order success, std::memory_order failure) {
+            return a_($).compare_exchange_strong(expected, desired, to_rl(success), to_rl(failure));
+        }
+        bool compare_exchange_weak(T &expected, T desired, std::memory_order success, std::memory_order failure) {
+            return a_($).compare_exchange_weak(expected, desired, to_rl(success), to_rl(failure));
+        }
+        T fetch_add(T value, std::memory_order order) { return a_($).fetch_add(value, to_rl(order)); }
+        T fetch_sub(T value, std::memory_order order) { return a_($).fetch_sub(value, to_rl(order)); }
+
+    private:
+        mutable rl::atomic<T> a_;
+    };
+
+    class mutex {
+    public:
+        void lock() { m_.lock($); }
+        void unlock() { m_.unlock($); }
+        bool try_lock() { return m_.try_lock($); }
+        rl::mutex &raw() { return m_; }
+
+    private:
+        rl::mutex m_;
+    };
+
+    class condvar {
+    public:
+        void wait(std::unique_lock<mutex> &lock) { cv_.wait(lock.mutex()->raw(), $); }
+        void notify_one() { cv_.notify_one($); }
+
+    private:
+        rl::condition_variable cv_;
+    };
+
+    // Relacy's heap for the deque's buffers: it reports leaks at the end of
+    // every execution, and a destroyed rl::atomic is marked, so a read
+    // through a stale buffer pointer is reported as ACCESS TO FREED MEMORY.
+    static void *allocate(std::size_t bytes) { return rl::rl_malloc(bytes, $); }
+    static void deallocate(void *raw) { rl::rl_free(raw, $); }
+
+    static void full_fence() { rl::atomic_thread_fence(rl::mo_seq_cst, $); }
+    // Nothing: Relacy switches threads at every atomic operation anyway, and
+    // its rl::yield also makes the yielding thread's next loads return the
+    // newest values (a heuristic against livelocks in spin loops). The idle
+    // rounds yield before the final check, so rl::yield would hide exactly
+    // the stale reads that the fences must rule out.
+    static void yield() {}
+};
+
+}  // namespace blz_relacy
