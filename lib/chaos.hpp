@@ -2,7 +2,7 @@
 // runtime's synchronisation policy with a random pause at every step.
 //
 // ChaosSync has StdSync's members, but each atomic operation, lock, unlock,
-// notify and fence of the classes written against the policy (the deque,
+// futex wait or wake and fence of the classes written against the policy (the deque,
 // the injector, the counters, the core latch and the sleep protocol) is
 // preceded and followed by a chaos point: usually nothing, sometimes a
 // sched_yield, now and then a sleep of a few microseconds. This stretches
@@ -15,7 +15,6 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <mutex>
 #include <sched.h>
@@ -91,6 +90,9 @@ public:
         return value_.fetch_sub(value, order);
     }
 
+    // The word itself, for the futex calls of the sleep protocol.
+    std::atomic<T> &underlying() noexcept { return value_; }
+
 private:
     std::atomic<T> value_{};
 };
@@ -112,18 +114,6 @@ public:
 
 private:
     std::mutex mutex_;
-};
-
-class CondVar {
-public:
-    void wait(std::unique_lock<Mutex> &lock) { condvar_.wait(lock); }
-    void notify_one() {
-        Around chaos;
-        condvar_.notify_one();
-    }
-
-private:
-    std::condition_variable_any condvar_;
 };
 
 }  // namespace blz::chaos

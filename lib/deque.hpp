@@ -207,6 +207,10 @@ private:
     // Owner only, with the private part empty (bottom_ == split_): the
     // paper's pop on the public part, split_ standing for its bottom.
     [[gnu::noinline]] T pop_public() {
+        // relaxed: top_ only grows, so a value at or past split_ proves the
+        // public part empty, and only we can fill it. This spares the fence
+        // to an idle worker polling its own empty deque.
+        if (top_.load(std::memory_order_relaxed) >= split_mirror_) return T{};
         int64_t s = split_mirror_ - 1;
         Buffer *a = buffer_.load(std::memory_order_relaxed);  // relaxed: only the owner writes buffer_
         // release, not relaxed: a thief whose acquire load of split_ reads

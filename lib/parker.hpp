@@ -10,9 +10,8 @@
 
 #include <atomic>
 #include <cstdint>
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
+
+#include "futex.hpp"
 
 namespace blz {
 
@@ -22,19 +21,16 @@ public:
     void park() {
         // acquire: pairs with unpark's release, so what the setter did before
         // setting the latch is visible here.
-        while (token_.load(std::memory_order_acquire) == 0) {
-            syscall(SYS_futex, &token_, FUTEX_WAIT_PRIVATE, 0, nullptr, nullptr, 0);
-        }
+        while (token_.load(std::memory_order_acquire) == 0) futex_wait(token_, 0);
     }
 
     void unpark() {
         token_.store(1, std::memory_order_release);  // release: see park()
-        syscall(SYS_futex, &token_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
+        futex_wake_one(token_);
     }
 
 private:
     std::atomic<uint32_t> token_{0};
-    static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "futex needs a plain 32-bit word");
 };
 
 }  // namespace blz

@@ -80,6 +80,7 @@ uint32_t resolve_num_threads(uint32_t requested) {
 
 Registry::Registry(uint32_t num_threads, const blz_pool_config &config)
     : num_threads_(num_threads),
+      cpus_(std::min(num_threads, cpus_in_affinity_mask())),
       fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
       on_thread_start_(config.on_thread_start),
       on_thread_stop_(config.on_thread_stop),

@@ -48,6 +48,9 @@ public:
 
     bool forked() const { return fork_generation_ != g_fork_generation.load(std::memory_order_relaxed); }
     uint32_t num_threads() const { return num_threads_; }
+    // The CPUs this pool's workers can run on at once: the affinity mask's
+    // count when the pool was made, at most num_threads().
+    uint32_t cpus() const { return cpus_; }
     Worker &worker(uint32_t index) const;
     Sleep<> &sleep() { return sleep_; }
     Injector<Job> &injector() { return injector_; }
@@ -113,6 +116,7 @@ private:
     Injector<Job> injector_;
     Worker *workers_ = nullptr;
     uint32_t num_threads_;
+    uint32_t cpus_;
     uint32_t started_ = 0;  // workers whose thread exists
     uint64_t fork_generation_;
     blz_thread_fn on_thread_start_;

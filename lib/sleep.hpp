@@ -10,7 +10,8 @@
 //     JEC still the remembered value? else search again (from "sleepy");
 //     +1 sleeping in the same CAS that re-checks the JEC;
 //     seq-cst fence; final check of the injector;
-//     block on the condition variable until a waker clears is_blocked.
+//     blocked = 1; unlock; block on the futex word `blocked` until a
+//     waker clears it.
 // A poster publishes its job, (injector only: seq-cst fence), turns an even
 // JEC odd, and wakes at most num_jobs sleepers, decrementing `sleeping` for
 // each worker it wakes (the waker decrements, never the woken worker).
@@ -71,8 +72,11 @@ class Sleep {
     // One worker's sleep state, alone on its cache lines.
     struct alignas(kCacheLine) WorkerSleepState {
         typename Sync::mutex mutex;
-        typename Sync::condvar condvar;
-        bool is_blocked = false;   // guarded by mutex: set by the sleeper, cleared by its waker
+        // 1 from the sleeper's last check until a waker clears it, the word
+        // the sleeper blocks on. Written only under `mutex` (set by the
+        // sleeper, cleared by its one waker); read without it by the
+        // sleeper, to know when to stop blocking.
+        Atomic<uint32_t> blocked{0};
         bool woken_idle = false;   // owner only: woken and found no job since
         // Statistics: written by the owner only (relaxed load + store), read by anyone.
         Atomic<uint64_t> sleeps{0};
@@ -111,7 +115,7 @@ public:
 
     // In a forked child, the mutexes and condition variables may be held or
     // waited on by threads that do not exist: free the memory without
-    // running their destructors (glibc's condvar destructor waits for waiters).
+    // running their destructors (a mutex may be held by a thread that is gone).
     void abandon() {
         release_memory();
         num_workers_ = 0;
@@ -172,11 +176,18 @@ public:
     // costs parallelism, never progress: its owner will run it).
     // `queue_was_empty` is only called when some worker sleeps: it may read
     // a cache line the thieves write.
+    // `awake_limit`: wake nobody once that many workers are awake (running
+    // or searching); by default no limit. Jobs split off by fork-join pass the number of CPUs
+    // the pool may use: more awake workers than CPUs only take turns on
+    // them, and a small fork-join would pay their wake-ups and their
+    // spinning. Progress never needs these wakes (the owner runs its jobs).
     template <class QueueWasEmpty>
-    void new_internal_jobs(uint32_t num_jobs, QueueWasEmpty &&queue_was_empty) {
+    void new_internal_jobs(uint32_t num_jobs, QueueWasEmpty &&queue_was_empty, uint32_t awake_limit = UINT32_MAX) {
         Counters c = counters_.post_event();
         if (c.sleeping() == 0) return;
-        wake_for_jobs(c, num_jobs, queue_was_empty());
+        uint32_t awake = num_workers_ - c.sleeping();
+        if (awake >= awake_limit) return;
+        wake_for_jobs(c, std::min(num_jobs, awake_limit - awake), queue_was_empty());
     }
 
     // Jobs pushed into the injector. The seq-cst fence is the poster's half
@@ -194,14 +205,21 @@ public:
     // when it woke it. Used for latches: setting a latch wakes exactly its waiter.
     bool wake_specific_thread(uint32_t index) {
         WorkerSleepState &st = states_[index];
-        std::unique_lock<typename Sync::mutex> lock(st.mutex);
-        if (!st.is_blocked) return false;
-        st.is_blocked = false;
-        st.condvar.notify_one();
-        // The waker decrements: the woken worker may take long to run, and a
-        // poster must not count it as still asleep in the meantime (it would
-        // skip waking another one), nor may two wakers both count it.
-        if constexpr (Sync::kMutant != Mutant::kSleeperDecrements) counters_.sub_sleeping_thread();
+        {
+            std::lock_guard<typename Sync::mutex> lock(st.mutex);
+            // relaxed: the mutex orders this with the sleeper's store of 1.
+            if (st.blocked.load(std::memory_order_relaxed) == 0) return false;
+            // release: the sleeper's acquire load that sees 0 also sees what
+            // we did before (the job we posted, the latch we set).
+            st.blocked.store(0, std::memory_order_release);
+            // The waker decrements: the woken worker may take long to run, and a
+            // poster must not count it as still asleep in the meantime (it would
+            // skip waking another one), nor may two wakers both count it.
+            if constexpr (Sync::kMutant != Mutant::kSleeperDecrements) counters_.sub_sleeping_thread();
+        }
+        // After unlocking, so that the sleeper, once running, finds the mutex
+        // free. The state outlives every waker: it is freed with the pool.
+        Sync::wake_one(st.blocked);
         return true;
     }
 
@@ -293,10 +311,13 @@ private:
 
         if (st.woken_idle) bump(st.spurious_wakeups);
         bump(st.sleeps);
-        st.is_blocked = true;
-        do {
-            st.condvar.wait(lock);
-        } while (st.is_blocked);  // spurious condvar wakeups: only a waker clears it
+        // relaxed: under the mutex, like every write of `blocked`; a waker
+        // that locks after us sees 1 and wakes us.
+        st.blocked.store(1, std::memory_order_relaxed);
+        lock.unlock();
+        // acquire: pairs with the waker's release. Only a waker clears the
+        // word, so a spurious return from wait() just blocks again.
+        while (st.blocked.load(std::memory_order_acquire) != 0) Sync::wait(st.blocked, 1);
         if constexpr (Sync::kMutant == Mutant::kSleeperDecrements) counters_.sub_sleeping_thread();
 
         bump(st.wakeups);

@@ -7,7 +7,9 @@
 //   template <class T> using atomic;  // load/store/exchange/compare_exchange/fetch_*
 //                                     // taking std::memory_order arguments
 //   using mutex;                      // lock()/unlock()
-//   using condvar;                    // wait(std::unique_lock<mutex>&), notify_one()
+//   static void wait(atomic<uint32_t>&, uint32_t expected);  // block while it holds expected
+//                                     // (may return spuriously)
+//   static void wake_one(atomic<uint32_t>&);                 // wake one thread blocked in wait
 //   static void full_fence();         // a sequentially consistent fence
 //   static void yield();              // give the CPU away for a moment
 //   static constexpr Mutant kMutant;  // Mutant::kNone outside the model-checking tests
@@ -18,11 +20,11 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <mutex>
 #include <sched.h>
 
 #include "fence.hpp"
+#include "futex.hpp"
 #if defined(BLZ_CHAOS)
 #include "chaos.hpp"
 #endif
@@ -55,19 +57,27 @@ struct StdSync {
     template <class T>
     using atomic = chaos::Atomic<T>;
     using mutex = chaos::Mutex;
-    using condvar = chaos::CondVar;
 
     static void full_fence() noexcept {
         chaos::Around pause;
         blz::full_fence();
     }
+    static void wait(atomic<uint32_t> &word, uint32_t expected) noexcept {
+        chaos::Around pause;
+        futex_wait(word.underlying(), expected);
+    }
+    static void wake_one(atomic<uint32_t> &word) noexcept {
+        chaos::Around pause;
+        futex_wake_one(word.underlying());
+    }
 #else
     template <class T>
     using atomic = std::atomic<T>;
     using mutex = std::mutex;
-    using condvar = std::condition_variable;
 
     static void full_fence() noexcept { blz::full_fence(); }
+    static void wait(std::atomic<uint32_t> &word, uint32_t expected) noexcept { futex_wait(word, expected); }
+    static void wake_one(std::atomic<uint32_t> &word) noexcept { futex_wake_one(word); }
 #endif
     static void yield() noexcept { sched_yield(); }
     static constexpr Mutant kMutant = Mutant::kNone;

@@ -18,7 +18,12 @@ uint64_t seed_for(uint32_t index) {
 }  // namespace
 
 Worker::Worker(Registry &registry, uint32_t index)
-    : registry_(&registry), sleep_(&registry.sleep()), index_(index), rng_{seed_for(index)}, terminate_(Latch::Waiter{this, nullptr}) {}
+    : registry_(&registry),
+      sleep_(&registry.sleep()),
+      index_(index),
+      fork_awake_limit_(registry.cpus()),
+      rng_{seed_for(index)},
+      terminate_(Latch::Waiter{this, nullptr}) {}
 
 void Worker::wait_until(CoreLatch<> &latch) {
     Sleep<> &sleep = *sleep_;
@@ -30,10 +35,11 @@ void Worker::wait_until(CoreLatch<> &latch) {
         }
         IdleState idle = sleep.start_looking(index_);
         Job *found = nullptr;
+        bool woken = false;
         while (!latch.probe()) {
-            found = find_work();
+            found = find_work(woken);
             if (found != nullptr) break;
-            sleep.no_work_found(idle, latch, has_injected_jobs);
+            woken = sleep.no_work_found(idle, latch, has_injected_jobs) == IdleOutcome::kWoken;
         }
         // Leaving the idle state: we found a job, or the latch was set (the
         // work we were waiting for is done: also a reason to be awake).
@@ -43,7 +49,13 @@ void Worker::wait_until(CoreLatch<> &latch) {
     }
 }
 
-Job *Worker::find_work() {
+Job *Worker::find_work(bool woken) {
+    // A worker just woken was most likely woken for an injected job (a
+    // fork-join half is handed over as a steal by the worker that woke
+    // it, whose deque is also scanned below): look there first.
+    if (woken) {
+        if (Job *job = registry_->injector().pop()) return job;
+    }
     if (Job *job = pop()) return job;
     if (Job *job = steal()) return job;
     return registry_->injector().pop();

@@ -82,11 +82,11 @@ public:
     bool push(Job *job) {
         if (!deque_.push(job)) return false;
         if (others_want_work()) [[unlikely]] {
-            publish();
+            publish(INT64_MAX, fork_awake_limit_);
         } else if (deque_.public_part_empty()) {
             // Keep the oldest job stealable: in fork-join the largest, and
             // the one whose sibling may wait for it or run long.
-            publish(1);
+            publish(1, fork_awake_limit_);
         }
         return true;
     }
@@ -94,7 +94,7 @@ public:
     // Pushes a job that others may take at once (spawned tasks).
     bool push_public(Job *job) {
         if (!deque_.push(job)) return false;
-        publish();
+        publish(INT64_MAX, UINT32_MAX);  // a task may block: wake as for any job
         return true;
     }
 
@@ -104,7 +104,7 @@ public:
         // A pop never empties the public part while private jobs remain
         // (the fenced pop runs only when none remain), so only idle
         // workers are a reason to publish here.
-        if (deque_.private_size() != 0 && others_want_work()) [[unlikely]] publish();
+        if (deque_.private_size() != 0 && others_want_work()) [[unlikely]] publish(INT64_MAX, fork_awake_limit_);
         return job;
     }
 
@@ -144,30 +144,34 @@ private:
         return job_b.ok;
     }
 
-    Job *find_work();
+    Job *find_work(bool woken);
     Job *steal();
 
-    // Whether some worker of the pool is inactive (searching for work or
-    // asleep): then every private job is published. One load (seq_cst load:
-    // a plain mov on x86) of a line that changes only when workers go idle
-    // or wake.
-    bool others_want_work() const { return sleep_->counters().inactive() != 0; }
+    // Whether some worker of the pool is awake and searching for work:
+    // then every private job is published, for it to steal. Sleepers are
+    // not counted: for them the oldest job is enough, published when the
+    // public part is empty, and the post that publishes it decides whether
+    // to wake one. One load (seq_cst load: a plain mov on x86) of a line
+    // that changes only when workers go idle or wake.
+    bool others_want_work() const { return sleep_->counters().awake_but_idle() != 0; }
 
     // Makes the private jobs stealable and tells the sleep protocol: a
     // published job is a posted job (JEC, wake decisions). No fence: a
     // sleeper that misses it costs parallelism, never progress, since
     // this worker runs its own jobs.
-    [[gnu::noinline]] void publish(int64_t max = INT64_MAX) {
+    // `awake_limit`: see Sleep::new_internal_jobs.
+    [[gnu::noinline]] void publish(int64_t max, uint32_t awake_limit) {
         int64_t n = deque_.publish(max);
         if (n == 0) return;
         uint32_t jobs = static_cast<uint32_t>(std::min<int64_t>(n, UINT32_MAX));
-        sleep_->new_internal_jobs(jobs, [this, n] { return deque_.size_hint() <= n; });
+        sleep_->new_internal_jobs(jobs, [this, n] { return deque_.size_hint() <= n; }, awake_limit);
     }
 
     Deque<Job *> deque_;
     Registry *const registry_;
     Sleep<> *const sleep_;  // registry_->sleep(), one load closer
     const uint32_t index_;
+    const uint32_t fork_awake_limit_;  // the CPUs the pool may use: see Sleep::new_internal_jobs
     XorShift64Star rng_;
     Latch terminate_;
     pthread_t thread_{};
