@@ -165,6 +165,11 @@ public:
         // acquire: pairs with the CAS of an earlier thief or the owner, so the
         // slot we read below is not older than the element at index t.
         int64_t t = top_.load(std::memory_order_acquire);
+        // relaxed: a peek that spares an idle thief the fence on a deque it
+        // sees empty. A stale split_ can only hide a job for this attempt,
+        // which costs a steal, never the job (its owner still runs it);
+        // claiming goes through the fence and the acquire load below.
+        if (t >= split_.load(std::memory_order_relaxed)) return {Steal::kEmpty, T{}};
         // seq-cst fence: the other half of pop_public()'s store-buffering pair.
         Sync::full_fence();
         // acquire: pairs with publish(), so the slots below split_ are visible.

@@ -25,25 +25,37 @@ blz_status Group::spawn(blz_fn fn, void *arg) {
 }
 
 void Group::task_added() {
-    // relaxed: the task that will decrement these is published to its
+    // relaxed: the task that will decrement this is published to its
     // worker by the queue it goes into, after this increment.
-    pending_.fetch_add(1, std::memory_order_relaxed);
-    refs_.fetch_add(1, std::memory_order_relaxed);
+    counts_.fetch_add(kOneTask, std::memory_order_relaxed);
 }
 
 void Group::task_finished(bool ok) {
     if (!ok) failed_.store(true, std::memory_order_relaxed);  // published by the release below
-    // acq_rel: release hands the task's effects to a waiter that sees zero;
-    // acquire orders our list check after the other tasks' decrements.
-    if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) notify_waiters();
-    unref();
+    // relaxed: only a first guess for the CAS, which reloads on failure.
+    uint64_t counts = counts_.load(std::memory_order_relaxed);
+    for (;;) {
+        const bool last = pending_of(counts) == 1;
+        // Not the last: drop our pending count and our ref at once. The
+        // last: keep the ref, which the waiters' notification needs.
+        const uint64_t next = counts - (last ? kOnePending : kOneTask);
+        // acq_rel: release hands the task's effects to a waiter that sees
+        // zero; acquire orders our list check after the other tasks' updates.
+        if (counts_.compare_exchange_weak(counts, next, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+            if (last) {
+                notify_waiters();
+                unref();
+            }
+            return;
+        }
+    }
 }
 
 void Group::notify_waiters() {
     Waiter *list = nullptr;
     {
         std::lock_guard<std::mutex> lock(mutex_);
-        if (pending_.load(std::memory_order_acquire) == 0) {  // a new spawn keeps them waiting
+        if (pending_of(counts_.load(std::memory_order_acquire)) == 0) {  // a new spawn keeps them waiting
             list = waiters_;
             waiters_ = nullptr;
         }
@@ -60,13 +72,13 @@ blz_status Group::wait() {
     if (registry_->forked()) return BLZ_EFORK;  // the parent's tasks never finish here
     // acquire (here and under the lock): a zero count makes the tasks'
     // effects visible, paired with their acq_rel decrement.
-    if (pending_.load(std::memory_order_acquire) != 0) {
+    if (pending_of(counts_.load(std::memory_order_acquire)) != 0) {
         Parker parker;
         Waiter waiter{Latch(Latch::current_thread(&parker)), nullptr};
         bool registered = false;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            if (pending_.load(std::memory_order_acquire) != 0) {
+            if (pending_of(counts_.load(std::memory_order_acquire)) != 0) {
                 waiter.next = waiters_;
                 waiters_ = &waiter;
                 registered = true;
@@ -93,8 +105,10 @@ blz_status Group::destroy() {
 }
 
 void Group::unref() {
-    // acq_rel: the last owner sees every other owner's last access before freeing.
-    if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    // acq_rel: the last owner sees every other owner's last access before
+    // freeing. The last ref is dropped with no task pending, so the word is
+    // then exactly one ref.
+    if (counts_.fetch_sub(kOneRef, std::memory_order_acq_rel) == kOneRef) {
         Registry *registry = registry_;
         delete this;
         registry->release_ref();

@@ -1,15 +1,17 @@
 // Group: tasks waited for together (blz_group).
 //
-// `pending_` counts unfinished tasks. A waiter that finds it nonzero puts a
-// latch on its own stack into the waiter list, under the mutex, after
-// re-checking `pending_` there; the task that brings `pending_` to zero
-// takes the list under the mutex (only if `pending_` is still zero, since
-// a new spawn may have raced in) and sets each latch after unlocking.
+// `counts_` holds two counts in one word, so that a task that is not the
+// last one to finish updates both with one atomic operation:
+//   bits 32-63  pending: unfinished tasks;
+//   bits  0-31  refs: the handle plus one per unfinished task, which keep
+//               the group alive while a finishing task still touches it.
+// A waiter that finds pending nonzero puts a latch on its own stack into
+// the waiter list, under the mutex, after re-checking pending there; the
+// task that brings pending to zero keeps its ref, takes the list under the
+// mutex (only if pending is still zero, since a new spawn may have raced
+// in), sets each latch after unlocking, and only then drops its ref.
 // Either the waiter's locked check sees zero, or its latch is in the list
 // when the last task locks: no lost wake-up.
-//
-// `refs_` (the handle plus one per unfinished task) keeps the group alive
-// while a finishing task still touches it after its decrement of `pending_`.
 #pragma once
 
 #include <atomic>
@@ -49,8 +51,12 @@ private:
     void unref();
 
     Registry *const registry_;
-    std::atomic<uint64_t> pending_{0};
-    std::atomic<uint32_t> refs_{1};
+    static constexpr uint64_t kOneRef = 1;
+    static constexpr uint64_t kOnePending = uint64_t{1} << 32;
+    static constexpr uint64_t kOneTask = kOnePending + kOneRef;
+    static uint64_t pending_of(uint64_t counts) { return counts >> 32; }
+
+    std::atomic<uint64_t> counts_{kOneRef};  // the handle's ref
     std::atomic<bool> failed_{false};
     std::mutex mutex_;
     Waiter *waiters_ = nullptr;  // guarded by mutex_

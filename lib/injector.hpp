@@ -4,9 +4,10 @@
 // multi-producer queue in the style of Dmitry Vyukov's MPSC queue: one
 // exchange on the tail, then a store of the predecessor's link; no lock, no
 // allocation, FIFO in the order of the exchanges. Consumers are workers;
-// they take turns through a try-lock, so the queue has one consumer at a time
-// and nodes are never freed while another thread reads them (no ABA: the
-// node's owner frees it only after a consumer handed it out).
+// they take turns through a try-lock (one flag), so the queue has one
+// consumer at a time and nodes are never freed while another thread reads
+// them (no ABA: the node's owner frees it only after a consumer handed it
+// out).
 //
 // `pushed_` and `popped_` count nodes in and out. has_jobs() compares them:
 // it is the variable the sleep protocol's final check reads, and the
@@ -15,7 +16,6 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 
 #include "sync.hpp"
 
@@ -53,14 +53,19 @@ public:
     // so no worker goes to sleep on them).
     Node *pop() {
         if (!has_jobs()) return nullptr;
-        std::unique_lock<typename Sync::mutex> turn(consumer_mutex_, std::try_to_lock);
-        if (!turn.owns_lock()) return nullptr;
+        // relaxed peek, then acquire: the previous consumer's writes to
+        // head_ and popped_ (before its release below) are visible to us.
+        if (consuming_.load(std::memory_order_relaxed) ||
+            consuming_.exchange(true, std::memory_order_acquire)) {
+            return nullptr;
+        }
         Node *node = take();
         if (node != nullptr) {
             // relaxed store: only the consumer holding the turn writes popped_;
-            // the turn's mutex orders consecutive consumers.
+            // the turn orders consecutive consumers.
             popped_.store(popped_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         }
+        consuming_.store(false, std::memory_order_release);  // release: see the acquire above
         return node;
     }
 
@@ -114,8 +119,8 @@ private:
     alignas(kCacheLine) typename Sync::template atomic<Node *> tail_;
     typename Sync::template atomic<uint64_t> pushed_{0};
     alignas(kCacheLine) typename Sync::template atomic<uint64_t> popped_{0};
-    Node *head_;  // guarded by consumer_mutex_
-    typename Sync::mutex consumer_mutex_;
+    Node *head_;  // the consumer holding the turn's alone
+    typename Sync::template atomic<bool> consuming_{false};  // the turn: true while a consumer holds it
     Node stub_;
 };
 

@@ -22,6 +22,7 @@
 
 #include "blitz.h"
 #include "injector.hpp"
+#include "job_memory.hpp"
 #include "job.hpp"
 #include "sleep.hpp"
 
@@ -54,6 +55,9 @@ public:
     Worker &worker(uint32_t index) const;
     Sleep<> &sleep() { return sleep_; }
     Injector<Job> &injector() { return injector_; }
+    JobRecycler &recycler() { return recycler_; }
+    // A detached task's memory, handed back for the next spawn into this pool.
+    void recycle(void *block) { recycler_.give(block); }
 
     // Admission. BLZ_OK, BLZ_ESHUTDOWN or BLZ_ENOMEM (the count is full).
     // The pool's own workers are admitted while accepted work still runs;
@@ -124,6 +128,7 @@ private:
     void *hook_user_;
     char name_prefix_[16];  // Linux thread names hold 15 bytes
     alignas(kCacheLine) std::atomic<uint64_t> tasks_failed_{0};
+    alignas(kCacheLine) JobRecycler recycler_;  // pushed by workers, taken by spawners
 };
 
 // The number of workers a config asks for: its own, else BLZ_NUM_THREADS

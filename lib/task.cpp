@@ -5,6 +5,7 @@
 #include <new>
 
 #include "group.hpp"
+#include "job_memory.hpp"
 #include "registry.hpp"
 
 namespace blz {
@@ -13,6 +14,13 @@ constinit thread_local const TaskFrame *t_task_frames = nullptr;
 
 namespace {
 Latch *const kFinished = reinterpret_cast<Latch *>(uintptr_t{1});
+
+// A joined task's memory goes to the joiner's own cache: the joiner may
+// outlive the pool, whose recycler is gone by then.
+void free_task(SpawnedJob *task) {
+    task->~SpawnedJob();
+    release_job_block_here(task);
+}
 }
 
 SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, Group *task_group, bool is_detached)
@@ -35,7 +43,8 @@ void SpawnedJob::run(Job *job) {
     t_task_frames = frame.outer;
 
     if (task->detached) {
-        delete task;
+        task->~SpawnedJob();
+        registry.recycle(task);  // for the next spawn, likely from the thread that spawned this one
     } else {
         task->failed = !ok;
         // acq_rel: release publishes `failed` to the joiner; acquire makes the
@@ -136,11 +145,12 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, Group *group, bl
     blz_status admitted = registry.enter();
     if (admitted != BLZ_OK) return admitted;
     bool detached = out_task == nullptr;
-    auto *task = new (std::nothrow) SpawnedJob(registry, fn, arg, group, detached);
-    if (task == nullptr) {
+    void *block = allocate_job_block(registry.recycler());
+    if (block == nullptr) {
         registry.leave();
         return BLZ_ENOMEM;
     }
+    auto *task = new (block) SpawnedJob(registry, fn, arg, group, detached);
     if (group != nullptr) group->task_added();
     if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
     registry.submit(task);  // the task may run and (if detached) be freed from here on
@@ -153,7 +163,7 @@ blz_status join_task(SpawnedJob *task) {
     Latch *seen = task->joiner.load(std::memory_order_acquire);
     if (seen != kFinished) {
         if (task->fork_generation != g_fork_generation.load(std::memory_order_relaxed)) {
-            delete task;  // queued or running in the parent: it never finishes here
+            free_task(task);  // queued or running in the parent: it never finishes here
             return BLZ_EFORK;
         }
         Parker parker;
@@ -167,7 +177,7 @@ blz_status join_task(SpawnedJob *task) {
         }
     }
     bool failed = task->failed;
-    delete task;
+    free_task(task);
     return failed ? BLZ_ETASK : BLZ_OK;
 }
 

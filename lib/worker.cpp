@@ -29,7 +29,10 @@ void Worker::wait_until(CoreLatch<> &latch) {
     Sleep<> &sleep = *sleep_;
     auto has_injected_jobs = [this] { return registry_->injector().has_jobs(); };
     while (!latch.probe()) {
-        if (Job *job = pop()) {
+        // One search while still active: a worker fed by steals or by the
+        // injector (a stream of spawns from outside) goes from job to job
+        // without the two counter updates of going idle and back.
+        if (Job *job = find_work(false)) {
             execute(job);
             continue;
         }
