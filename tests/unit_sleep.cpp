@@ -409,6 +409,45 @@ TEST_CASE("sleep: a post wakes at most the jobs not covered by awake idle worker
     CHECK(s.stats().sleeps == 2);
 }
 
+TEST_CASE("sleep: a post with an awake limit wakes nobody once that many workers are awake", "[sleep][threads]") {
+    blz_test::Watchdog watchdog("sleep: awake limit", kWatchdogLimit);
+    Sleep s;
+    REQUIRE(s.init(3));
+    Latch latch1, latch2;
+    std::atomic<int> outcome1{-1}, outcome2{-1};
+    std::thread w1([&] {
+        blz::IdleState idle = s.start_looking(1);
+        outcome1.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch1)));
+        s.work_found(1, no_injected_jobs);
+    });
+    std::thread w2([&] {
+        blz::IdleState idle = s.start_looking(2);
+        outcome2.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch2)));
+        s.work_found(2, no_injected_jobs);
+    });
+    wait_until_sleeping(s, 2);
+    // Worker 0 (this thread) runs a job: one of three awake.
+
+    // Limit 1: the one awake worker is enough; nobody is woken.
+    s.new_internal_jobs(2, [] { return false; }, 1);
+    CHECK(s.counters().sleeping() == 2);
+    CHECK(s.stats().wakeups == 0);
+
+    // Limit 2: one more may wake, however many jobs were posted.
+    s.new_internal_jobs(2, [] { return false; }, 2);
+    CHECK(s.counters().sleeping() == 1);
+    w1.join();
+    CHECK(outcome1.load() == static_cast<int>(IdleOutcome::kWoken));
+    CHECK(outcome2.load() == -1);
+
+    // No limit (the default): the last sleeper wakes too.
+    s.new_internal_jobs(1, [] { return false; });
+    CHECK(s.counters().sleeping() == 0);
+    w2.join();
+    CHECK(outcome2.load() == static_cast<int>(IdleOutcome::kWoken));
+    CHECK(s.stats().wakeups == 2);
+}
+
 TEST_CASE("sleep: sleeping again after a wake-up without finding work counts a spurious wake-up",
           "[sleep][threads]") {
     blz_test::Watchdog watchdog("sleep: spurious wake-ups", kWatchdogLimit);

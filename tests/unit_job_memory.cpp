@@ -1,0 +1,83 @@
+// Unit tests of the spawned jobs' memory (lib/job_memory.hpp): the
+// recycler hands back what workers give it, whole, and a spawner's thread
+// reuses recycled and joined blocks before it asks the heap.
+#include <catch2/catch.hpp>
+
+#include <job_memory.hpp>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// The blocks of a list, in order.
+std::vector<void *> blocks_of(blz::FreeBlock *list) {
+    std::vector<void *> out;
+    for (; list != nullptr; list = list->next) out.push_back(list);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("job memory: the recycler gives back everything, newest first, and is empty after", "[job_memory]") {
+    blz::JobRecycler recycler;
+    CHECK(recycler.take_all() == nullptr);
+    blz::FreeBlock a{}, b{}, c{};
+    recycler.give(&a);
+    recycler.give(&b);
+    recycler.give(&c);
+    CHECK(blocks_of(recycler.take_all()) == std::vector<void *>{&c, &b, &a});
+    CHECK(recycler.take_all() == nullptr);
+}
+
+TEST_CASE("job memory: recycled blocks are reused before the heap, joined ones too", "[job_memory]") {
+    // In a thread of its own, so that its cache starts empty.
+    std::thread([] {
+        blz::JobRecycler recycler;
+        void *first = blz::allocate_job_block(recycler);
+        void *second = blz::allocate_job_block(recycler);
+        REQUIRE(first != nullptr);
+        REQUIRE(second != nullptr);
+        CHECK(first != second);
+        recycler.give(first);   // a worker ran it
+        recycler.give(second);
+        std::set<void *> again{blz::allocate_job_block(recycler), blz::allocate_job_block(recycler)};
+        CHECK(again == std::set<void *>{first, second});
+        CHECK(recycler.take_all() == nullptr);  // the spawner took the whole stack
+
+        blz::release_job_block_here(first);  // this thread joined it
+        CHECK(blz::allocate_job_block(recycler) == first);
+        blz::release_job_block_here(first);
+        blz::release_job_block_here(second);
+    }).join();  // the thread's cache frees what it holds (LeakSanitizer/valgrind would see a leak)
+}
+
+TEST_CASE("job memory: blocks given by many threads are all taken once", "[job_memory][threads]") {
+    constexpr int kThreads = 4;
+    constexpr int kPerThread = 10000;
+    blz::JobRecycler recycler;
+    std::vector<std::vector<blz::FreeBlock>> storage(kThreads, std::vector<blz::FreeBlock>(kPerThread));
+    std::vector<std::thread> givers;
+    std::set<void *> taken;
+    for (int t = 0; t < kThreads; ++t) {
+        givers.emplace_back([&, t] {
+            for (blz::FreeBlock &block : storage[t]) recycler.give(&block);
+        });
+    }
+    // Take while they give: nothing lost, nothing twice.
+    std::size_t seen = 0;
+    auto drain = [&] {
+        for (void *block : blocks_of(recycler.take_all())) {
+            CHECK(taken.insert(block).second);
+            ++seen;
+        }
+    };
+    while (seen < static_cast<std::size_t>(kThreads * kPerThread)) {
+        drain();
+        if (seen < static_cast<std::size_t>(kThreads * kPerThread)) std::this_thread::yield();
+    }
+    for (auto &g : givers) g.join();
+    drain();
+    CHECK(taken.size() == static_cast<std::size_t>(kThreads * kPerThread));
+}
