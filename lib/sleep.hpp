@@ -251,10 +251,19 @@ private:
         uint32_t sleeping = c.sleeping();
         // Awake idle workers will find the job themselves: each is either
         // still searching, or sleepy and about to see the JEC we just turned
-        // odd. Only when there are fewer of them than jobs do we wake sleepers.
+        // odd. Into an empty queue, wake sleepers only for the jobs the idle
+        // workers do not cover (the seeds' rule). Into a queue that already
+        // had work, the seeds wake min(num_jobs, sleeping) to clear the
+        // backlog; libblitz does so only when no awake worker is idle. An
+        // idle worker takes the next job, and work_found() then wakes the
+        // next helper if jobs are still queued and nobody else is idle: a
+        // backlog ramps up one wake per job taken. The seeds' rule woke all
+        // 16 workers of a sleeping pool for a burst of 1000 tiny spawns
+        // from one thread, 62-88% of them for nothing (bench storm);
+        // docs/protocol.md has the figures.
         uint32_t idle = c.awake_but_idle();
         uint32_t to_wake = queue_was_empty ? (idle < num_jobs ? std::min(num_jobs - idle, sleeping) : 0)
-                                           : std::min(num_jobs, sleeping);
+                                           : (idle == 0 ? std::min(num_jobs, sleeping) : 0);
         wake_any_threads(to_wake);
     }
 

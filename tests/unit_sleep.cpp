@@ -381,14 +381,13 @@ TEST_CASE("sleep: a post wakes at most the jobs not covered by awake idle worker
     CHECK(s.counters().sleeping() == 2);  // nobody woken
     CHECK(s.stats().wakeups == 0);
 
-    // Queue not empty before the push: wake min(num_jobs, sleeping) = 1,
-    // the lowest-numbered blocked worker; never a broadcast.
+    // Queue not empty before the push, but an awake idle worker: it takes
+    // the next job, so nobody is woken either.
     s.new_internal_jobs(1, [] { return false; });
-    CHECK(s.counters().sleeping() == 1);
-    w0.join();
-    CHECK(outcome0.load() == static_cast<int>(IdleOutcome::kWoken));
-    CHECK(outcome1.load() == -1);  // still blocked: nobody else woke it
-    // This thread leaves idle as the last awake searcher with a sleeper
+    CHECK(s.counters().sleeping() == 2);
+    CHECK(s.stats().wakeups == 0);
+
+    // This thread leaves idle as the last awake searcher with sleepers
     // left: work_found asks about injected jobs (none here, so no wake).
     int asked = 0;
     s.work_found(2, [&] {
@@ -396,7 +395,16 @@ TEST_CASE("sleep: a post wakes at most the jobs not covered by awake idle worker
         return false;
     });
     CHECK(asked == 1);
+    CHECK(s.counters().sleeping() == 2);
+
+    // Queue not empty, nobody idle: wake min(num_jobs, sleeping) = 1, the
+    // lowest-numbered blocked worker; never a broadcast.
+    REQUIRE(s.counters().awake_but_idle() == 0);
+    s.new_internal_jobs(1, [] { return false; });
     CHECK(s.counters().sleeping() == 1);
+    w0.join();
+    CHECK(outcome0.load() == static_cast<int>(IdleOutcome::kWoken));
+    CHECK(outcome1.load() == -1);  // still blocked: nobody else woke it
 
     // Two injected jobs, one sleeper, nobody awake and idle: wakes the one.
     REQUIRE(s.counters().awake_but_idle() == 0);
