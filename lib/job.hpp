@@ -13,11 +13,19 @@ namespace blz {
 struct Job {
     using Execute = void (*)(Job *);
 
-    Job() = default;  // the injector's stub
+    Job() = default;
     explicit Job(Execute execute_fn) : execute(execute_fn) {}
 
     Execute execute = nullptr;
-    std::atomic<Job *> next{nullptr};  // the injector's link
+};
+
+// A job that can go through a pool's injector: it carries the queue's link.
+// Fork-join's second half never does, and is spared the link's store.
+struct QueuedJob : Job {
+    QueuedJob() = default;  // the injector's stub
+    explicit QueuedJob(Execute execute_fn) : Job(execute_fn) {}
+
+    std::atomic<QueuedJob *> next{nullptr};
 };
 
 struct SpawnedJob;
@@ -56,17 +64,22 @@ bool run_guarded(F &&f) {
 }
 
 // Runs `fn` (a callable returning true when it ended normally) on whatever
-// thread takes the job, then sets the latch its waiter waits on.
-template <class F>
-struct StackJob : Job {
+// thread takes the job, then sets the latch its waiter waits on. `Base` is
+// Job, or QueuedJob for a job that goes through an injector.
+template <class F, class Base = Job>
+struct StackJob : Base {
     template <class G>
     StackJob(G &&f, Latch::Waiter waiter)
-        : Job(&run), fn(static_cast<G &&>(f)), latch(waiter), submitter_frames(t_task_frames) {}
+        : Base(&run), fn(static_cast<G &&>(f)), latch(waiter), submitter_frames(t_task_frames) {}
 
     F fn;
     Latch latch;
     const TaskFrame *const submitter_frames;  // valid while the submitter waits for us
-    bool ok = false;  // written before latch.set(), read after the latch is seen set
+    // Written by the thread that runs the job before it sets the latch, and
+    // read only after the latch is seen set; when the submitter pops the job
+    // back and runs fn itself, never. Left uninitialized: one store less on
+    // every fork.
+    bool ok;
 
     // Run by a thread other than the submitter (the submitter pops its own
     // job back and calls fn directly).

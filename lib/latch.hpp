@@ -7,6 +7,8 @@
 // the waiter may return and its stack frame, with the latch, is gone.
 #pragma once
 
+#include <cstdint>
+
 #include "core_latch.hpp"
 #include "parker.hpp"
 
@@ -26,7 +28,9 @@ public:
     // pool), else through `parker`, which must live as long as the wait.
     static Waiter current_thread(Parker *parker);
 
-    explicit Latch(Waiter waiter) : worker_(waiter.worker), parker_(waiter.parker) {}
+    explicit Latch(Waiter waiter)
+        : waiter_(waiter.worker != nullptr ? reinterpret_cast<uintptr_t>(waiter.worker)
+                                           : reinterpret_cast<uintptr_t>(waiter.parker) | kParkerTag) {}
 
     Latch(const Latch &) = delete;
     Latch &operator=(const Latch &) = delete;
@@ -41,9 +45,18 @@ public:
     CoreLatch<> &core() { return core_; }
 
 private:
+    // The waiter in one word (one store when a fork makes its latch): a
+    // Worker*, or a Parker* with the low bit set (both are aligned).
+    static constexpr uintptr_t kParkerTag = 1;
+    static_assert(alignof(Parker) > kParkerTag, "the tag bit is free in a Parker*");
+
+    Worker *worker() const {
+        return (waiter_ & kParkerTag) == 0 ? reinterpret_cast<Worker *>(waiter_) : nullptr;
+    }
+    Parker *parker() const { return reinterpret_cast<Parker *>(waiter_ & ~kParkerTag); }
+
     CoreLatch<> core_;
-    Worker *const worker_;
-    Parker *const parker_;
+    const uintptr_t waiter_;
 };
 
 }  // namespace blz

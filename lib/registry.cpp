@@ -229,13 +229,13 @@ void Registry::mark_destroyed() {
     if ((state >> 33) == 0) delete this;
 }
 
-void Registry::submit(Job *job) {
+void Registry::submit(QueuedJob *job) {
     Worker *worker = Worker::current();
     if (worker != nullptr && &worker->registry() == this && worker->push_public(job)) return;
     inject(job);  // other threads, other pools' workers, or a deque that could not grow
 }
 
-void Registry::inject(Job *job) {
+void Registry::inject(QueuedJob *job) {
     bool was_empty = injector_.push(job);
     sleep_.new_injected_jobs(1, was_empty);
 }

@@ -54,7 +54,7 @@ public:
     uint32_t cpus() const { return cpus_; }
     Worker &worker(uint32_t index) const;
     Sleep<> &sleep() { return sleep_; }
-    Injector<Job> &injector() { return injector_; }
+    Injector<QueuedJob> &injector() { return injector_; }
     JobRecycler &recycler() { return recycler_; }
     // A detached task's memory, handed back for the next spawn into this pool.
     void recycle(void *block) { recycler_.give(block); }
@@ -72,8 +72,8 @@ public:
 
     // Queues a job: on the calling worker's deque if it is one of ours,
     // else through the injector.
-    void submit(Job *job);
-    void inject(Job *job);
+    void submit(QueuedJob *job);
+    void inject(QueuedJob *job);
 
     // Runs f (returning true when it ended normally) on a worker and waits;
     // for threads that are not workers of this pool.
@@ -82,7 +82,7 @@ public:
         blz_status status = enter();
         if (status != BLZ_OK) return status;
         Parker parker;
-        StackJob<F> job(static_cast<F &&>(f), Latch::current_thread(&parker));
+        StackJob<F, QueuedJob> job(static_cast<F &&>(f), Latch::current_thread(&parker));
         inject(&job);
         job.latch.wait();
         leave();
@@ -117,7 +117,7 @@ private:
     Latch *drained_ = nullptr;  // the destroyer's latch; written before CLOSED
 
     Sleep<> sleep_;
-    Injector<Job> injector_;
+    Injector<QueuedJob> injector_;
     Worker *workers_ = nullptr;
     uint32_t num_threads_;
     uint32_t cpus_;

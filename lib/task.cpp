@@ -24,7 +24,7 @@ void free_task(SpawnedJob *task) {
 }
 
 SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, Group *task_group, bool is_detached)
-    : Job(&run),
+    : QueuedJob(&run),
       registry(&owner),
       fn(task_fn),
       arg(task_arg),

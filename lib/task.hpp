@@ -21,7 +21,7 @@ namespace blz {
 class Group;
 class Registry;
 
-struct SpawnedJob : Job {
+struct SpawnedJob : QueuedJob {
     SpawnedJob(Registry &registry, blz_fn fn, void *arg, Group *group, bool detached);
 
     Registry *const registry;

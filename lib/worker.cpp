@@ -94,8 +94,8 @@ Latch::Waiter Latch::current_thread(Parker *parker) {
 
 void Latch::set() {
     // Copy the waiter first: after the swap the latch may be gone.
-    Worker *worker = worker_;
-    Parker *parker = parker_;
+    Worker *worker = this->worker();
+    Parker *parker = this->parker();
     if (!core_.set()) return;
     if (worker != nullptr) {
         worker->registry().sleep().wake_specific_thread(worker->index());
@@ -105,8 +105,8 @@ void Latch::set() {
 }
 
 void Latch::wait() {
-    if (worker_ != nullptr) {
-        worker_->wait_until(core_);
+    if (Worker *worker = this->worker()) {
+        worker->wait_until(core_);
         return;
     }
     // A parked thread uses the same transitions as a sleeping worker: a
@@ -114,7 +114,7 @@ void Latch::wait() {
     // return (the setter still touches the parker).
     if (!core_.get_sleepy()) return;
     if (!core_.fall_asleep()) return;
-    parker_->park();
+    parker()->park();
 }
 
 bool parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
