@@ -1,6 +1,8 @@
 // RelacySync: the synchronisation policy (lib/sync.hpp) that instantiates
 // libblitz's own Deque, AtomicCounters, CoreLatch, Sleep and Injector with
-// Relacy's atomics, mutexes, condition variables, fences and heap.
+// Relacy's atomics, mutexes, condition variables, fences and heap; the
+// futex a sleeping worker blocks on is modelled by a mutex and a condition
+// variable (below).
 //
 // Include order matters: the project's headers come first. relacy.hpp then
 // defines macros (memory_order_relaxed, new, delete, ...) that would
@@ -59,8 +61,29 @@ struct RelacySync {
         T fetch_add(T value, std::memory_order order) { return a_($).fetch_add(value, to_rl(order)); }
         T fetch_sub(T value, std::memory_order order) { return a_($).fetch_sub(value, to_rl(order)); }
 
+        // The futex on this word (RelacySync::wait and wake_one). futex(2)
+        // checks the value and blocks atomically, and a wake reaches a
+        // thread that has checked: a waiter that checks under the mutex
+        // and waits on the condition variable, and a waker that passes
+        // through the mutex before it notifies, give the model the same
+        // guarantee (the waker stored the new value before locking, so a
+        // waiter that locks later sees it; one that locked earlier is
+        // waiting and gets the notification).
+        void futex_wait(T expected) {
+            futex_mutex_.lock($);
+            while (a_($).load(rl::mo_relaxed) == expected) futex_cv_.wait(futex_mutex_, $);
+            futex_mutex_.unlock($);
+        }
+        void futex_wake_one() {
+            futex_mutex_.lock($);
+            futex_mutex_.unlock($);
+            futex_cv_.notify_one($);
+        }
+
     private:
         mutable rl::atomic<T> a_;
+        rl::mutex futex_mutex_;
+        rl::condition_variable futex_cv_;
     };
 
     class mutex {
@@ -68,20 +91,13 @@ struct RelacySync {
         void lock() { m_.lock($); }
         void unlock() { m_.unlock($); }
         bool try_lock() { return m_.try_lock($); }
-        rl::mutex &raw() { return m_; }
 
     private:
         rl::mutex m_;
     };
 
-    class condvar {
-    public:
-        void wait(std::unique_lock<mutex> &lock) { cv_.wait(lock.mutex()->raw(), $); }
-        void notify_one() { cv_.notify_one($); }
-
-    private:
-        rl::condition_variable cv_;
-    };
+    static void wait(atomic<uint32_t> &word, uint32_t expected) { word.futex_wait(expected); }
+    static void wake_one(atomic<uint32_t> &word) { word.futex_wake_one(); }
 
     // Relacy's heap for the deque's buffers: it reports leaks at the end of
     // every execution, and a destroyed rl::atomic is marked, so a read
