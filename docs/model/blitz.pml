@@ -32,7 +32,8 @@
  *     the fence rule (a seq-cst fence of the worker after the poster's
  *     inject fence in the total order S), synchronisation through the
  *     counters (the poster's post_event CAS is a release every later
- *     access to the word acquires), a wake through the worker's mutex, and
+ *     access to the word acquires), a wake (the waker's release store of
+ *     the worker's futex word, which the worker acquires), and
  *     read-read coherence. With -DX86 the loads read memory instead (on x86
  *     a locked instruction already orders every later load).
  *
@@ -253,22 +254,27 @@ inline POST_EVENT(t, c_sl, c_in) {
 /* Sleep::wake_for_jobs with num_jobs = 1, after new_*_jobs returned early on
  * sleeping == 0:
  *   idle = inactive - sleeping (saturating);
- *   queue_was_empty ? (idle < 1 ? min(1 - idle, sleeping) : 0) : min(1, sleeping) */
+ *   queue_was_empty ? (idle < 1 ? min(1 - idle, sleeping) : 0)
+ *                   : (idle == 0 ? min(1, sleeping) : 0)
+ * With one job both cases are "wake one iff nobody awake is idle", so
+ * was_empty does not change the outcome here. */
 inline WAKE_DECISION(c_sl, c_in, was_empty, n) {
     if
     :: c_sl == 0 -> n = 0
     :: else ->
         if
-        :: was_empty && c_in > c_sl -> n = 0       /* idle >= 1 */
+        :: c_in > c_sl -> n = 0                    /* idle >= 1 */
         :: else -> n = 1
         fi
     fi
 }
 
 /* Sleep::wake_specific_thread(w) by thread t: lock w's mutex; if blocked,
- * clear is_blocked and signal; the waker decrements `sleeping`; unlock.
- * The woken worker reacquires the mutex after the waker's unlock, so it
- * sees what the waker saw (`view`). */
+ * clear `blocked` (a release store); the waker decrements `sleeping`;
+ * unlock; futex wake. The woken worker resumes as soon as its acquire load
+ * sees `blocked` cleared, without the mutex (it blocks on the futex word),
+ * so it may run before the waker's decrement and unlock; it sees what the
+ * waker saw (`view`) through that release/acquire pair. */
 inline WAKE_SPECIFIC(t, w, woke, view) {
     d_step {
         mutex[w] == 0 ->
@@ -526,27 +532,25 @@ wait_until:
 #ifdef MUTANT_LAGGING_COUNT
                                 d_step { SYNC_C(me); sleeping++; counted[me] = 1 };
 #endif
-                                /* is_blocked = true; condvar.wait releases the mutex */
+                                /* blocked = 1 under the mutex, unlock, futex wait */
                                 d_step { is_blocked[me] = 1; nblk++; mutex[me] = 0; printf("w%d: BLOCKS\n", me) };
 end_blocked:
                                 d_step {
-                                    !is_blocked[me] && mutex[me] == 0 ->
-                                    mutex[me] = me + 1;
+                                    !is_blocked[me] ->          /* the acquire load sees the waker's store */
 #ifdef MUTANT_SLEEPER_DECREMENTS
                                     SYNC_C(me);
                                     sleeping--; counted[me] = 0;
 #endif
                                     skip
                                 };
-                                /* woken: wake_fully, latch.wake_up, unlock */
+                                /* woken: wake_fully, latch.wake_up (no mutex held) */
                                 d_step {
                                     rounds = 0;
                                     printf("w%d: woken\n", me);
                                     if
                                     :: latch[L] == SLEEPING -> latch[L] = UNSET
                                     :: else
-                                    fi;
-                                    mutex[me] = 0
+                                    fi
                                 }
                             fi
                         :: else
