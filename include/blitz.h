@@ -286,9 +286,14 @@ BLZ_API blz_status blz_join(blz_task *task);
 /**
  * Runs a(arg_a) and b(arg_b), possibly in parallel, and returns when both
  * have finished. On a worker of pool, a runs inline and b waits on the
- * worker's deque for a thief; if nobody took it, the worker runs it inline
- * too. No heap allocation. From any other thread the pair first moves into
- * the pool, as blz_call does.
+ * worker's deque, where an idle worker may steal it; if nobody took it, the
+ * worker runs it inline after a. No heap allocation, and no fence or locked
+ * instruction unless another worker is looking for work. From any other
+ * thread the pair first moves into the pool, as blz_call does.
+ *
+ * Only "possibly" in parallel: a must not wait for something b does (a
+ * spin, a lock, a condition b signals). With every other worker busy, b can
+ * stay on the calling worker until a returns, and then the pair deadlocks.
  *
  * @param pool  the pool that runs them.
  * @param a     run first, on the calling worker.
