@@ -52,6 +52,25 @@ IdleOutcome idle_until_not_keep_looking(Sleep &s, blz::IdleState &idle, Latch &l
     return out;
 }
 
+// A worker on a thread of its own that goes idle with nothing to find,
+// until its idle loop ends (woken, latch set), then leaves the idle state.
+// `outcome` is -1 until then.
+struct IdleWorker {
+    IdleWorker(Sleep &s, uint32_t index)
+        : thread([this, &s, index] {
+              blz::IdleState idle = s.start_looking(index);
+              outcome.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch)));
+              s.work_found(index, no_injected_jobs);
+          }) {}
+
+    bool woken() const { return outcome.load() == static_cast<int>(IdleOutcome::kWoken); }
+    bool still_idle() const { return outcome.load() == -1; }
+
+    Latch latch;
+    std::atomic<int> outcome{-1};
+    std::thread thread;  // last: starts once the members above exist
+};
+
 }  // namespace
 
 TEST_CASE("sleep: init sets the worker count, counters and stats start at zero", "[sleep]") {
@@ -359,18 +378,7 @@ TEST_CASE("sleep: a post wakes at most the jobs not covered by awake idle worker
     blz_test::Watchdog watchdog("sleep: wake counts", kWatchdogLimit);
     Sleep s;
     REQUIRE(s.init(3));
-    Latch latch0, latch1;
-    std::atomic<int> outcome0{-1}, outcome1{-1};
-    std::thread w0([&] {
-        blz::IdleState idle = s.start_looking(0);
-        outcome0.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch0)));
-        s.work_found(0, no_injected_jobs);
-    });
-    std::thread w1([&] {
-        blz::IdleState idle = s.start_looking(1);
-        outcome1.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch1)));
-        s.work_found(1, no_injected_jobs);
-    });
+    IdleWorker w0(s, 0), w1(s, 1);
     wait_until_sleeping(s, 2);
 
     // A third worker (this thread) is idle and awake: one job is its to find.
@@ -402,16 +410,16 @@ TEST_CASE("sleep: a post wakes at most the jobs not covered by awake idle worker
     REQUIRE(s.counters().awake_but_idle() == 0);
     s.new_internal_jobs(1, [] { return false; });
     CHECK(s.counters().sleeping() == 1);
-    w0.join();
-    CHECK(outcome0.load() == static_cast<int>(IdleOutcome::kWoken));
-    CHECK(outcome1.load() == -1);  // still blocked: nobody else woke it
+    w0.thread.join();
+    CHECK(w0.woken());
+    CHECK(w1.still_idle());  // still blocked: nobody else woke it
 
     // Two injected jobs, one sleeper, nobody awake and idle: wakes the one.
     REQUIRE(s.counters().awake_but_idle() == 0);
     s.new_injected_jobs(2, true);
     CHECK(s.counters().sleeping() == 0);
-    w1.join();
-    CHECK(outcome1.load() == static_cast<int>(IdleOutcome::kWoken));
+    w1.thread.join();
+    CHECK(w1.woken());
     CHECK(s.counters().inactive() == 0);
     CHECK(s.stats().wakeups == 2);
     CHECK(s.stats().sleeps == 2);
@@ -421,18 +429,7 @@ TEST_CASE("sleep: a post with an awake limit wakes nobody once that many workers
     blz_test::Watchdog watchdog("sleep: awake limit", kWatchdogLimit);
     Sleep s;
     REQUIRE(s.init(3));
-    Latch latch1, latch2;
-    std::atomic<int> outcome1{-1}, outcome2{-1};
-    std::thread w1([&] {
-        blz::IdleState idle = s.start_looking(1);
-        outcome1.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch1)));
-        s.work_found(1, no_injected_jobs);
-    });
-    std::thread w2([&] {
-        blz::IdleState idle = s.start_looking(2);
-        outcome2.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch2)));
-        s.work_found(2, no_injected_jobs);
-    });
+    IdleWorker w1(s, 1), w2(s, 2);
     wait_until_sleeping(s, 2);
     // Worker 0 (this thread) runs a job: one of three awake.
 
@@ -444,15 +441,15 @@ TEST_CASE("sleep: a post with an awake limit wakes nobody once that many workers
     // Limit 2: one more may wake, however many jobs were posted.
     s.new_internal_jobs(2, [] { return false; }, 2);
     CHECK(s.counters().sleeping() == 1);
-    w1.join();
-    CHECK(outcome1.load() == static_cast<int>(IdleOutcome::kWoken));
-    CHECK(outcome2.load() == -1);
+    w1.thread.join();
+    CHECK(w1.woken());
+    CHECK(w2.still_idle());
 
     // No limit (the default): the last sleeper wakes too.
     s.new_internal_jobs(1, [] { return false; });
     CHECK(s.counters().sleeping() == 0);
-    w2.join();
-    CHECK(outcome2.load() == static_cast<int>(IdleOutcome::kWoken));
+    w2.thread.join();
+    CHECK(w2.woken());
     CHECK(s.stats().wakeups == 2);
 }
 
@@ -528,18 +525,7 @@ TEST_CASE("sleep: the last awake idle worker that finds work hands queued inject
     blz_test::Watchdog watchdog("sleep: work_found hand-off", kWatchdogLimit);
     Sleep s;
     REQUIRE(s.init(3));
-    Latch latch1, latch2;
-    std::atomic<int> outcome1{-1}, outcome2{-1};
-    std::thread w1([&] {
-        blz::IdleState idle = s.start_looking(1);
-        outcome1.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch1)));
-        s.work_found(1, no_injected_jobs);
-    });
-    std::thread w2([&] {
-        blz::IdleState idle = s.start_looking(2);
-        outcome2.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch2)));
-        s.work_found(2, no_injected_jobs);
-    });
+    IdleWorker w1(s, 1), w2(s, 2);
     wait_until_sleeping(s, 2);
 
     // Worker 0 (this thread) was idle, then found a job while injected
@@ -547,19 +533,19 @@ TEST_CASE("sleep: the last awake idle worker that finds work hands queued inject
     s.start_looking(0);
     s.work_found(0, [] { return true; });
     CHECK(s.counters().sleeping() == 1);
-    w1.join();
-    CHECK(outcome1.load() == static_cast<int>(IdleOutcome::kWoken));
-    CHECK(outcome2.load() == -1);  // still blocked
+    w1.thread.join();
+    CHECK(w1.woken());
+    CHECK(w2.still_idle());  // still blocked
 
     // No injected job queued: nobody is woken.
     s.start_looking(0);
     s.work_found(0, [] { return false; });
     CHECK(s.counters().sleeping() == 1);
-    CHECK(outcome2.load() == -1);
+    CHECK(w2.still_idle());
 
     REQUIRE(s.wake_specific_thread(2));
-    w2.join();
-    CHECK(outcome2.load() == static_cast<int>(IdleOutcome::kWoken));
+    w2.thread.join();
+    CHECK(w2.woken());
     CHECK(s.counters().word == 0);
     CHECK(s.stats().wakeups == 2);
 }
