@@ -115,7 +115,7 @@ typedef struct result {
     const char *extra_key[MAX_EXTRAS];
     double extra_value[MAX_EXTRAS];
     const char *samples_key[2];
-    const double *samples[2];
+    double *samples[2];      /* owned: freed after the result is printed */
     size_t sample_count[2];
     int has_pool;            /* the runtime reports counters: */
     bench_pool_stats pool;   /* their change over the measured region */
@@ -406,7 +406,7 @@ static void workload_wake(const bench_runtime *rt, args *a, result *r) {
     size_t samples = (size_t)arg_long(a, "samples", 10);
     double gap = (double)arg_long(a, "gap_ms", 30) * 1e-3;
     if (samples < 1) bench_fail("wake: samples must be at least 1");
-    /* Not freed: the result prints them at the end, just before the process exits. */
+    /* The result takes both arrays over (a sequential run has no pool samples). */
     double *pool_us = alloc_doubles(samples), *floor_us = alloc_doubles(samples);
     futex_floor floor;
     floor_start(&floor);
@@ -432,6 +432,8 @@ static void workload_wake(const bench_runtime *rt, args *a, result *r) {
         r->samples_key[0] = "samples_us";
         r->samples[0] = pool_us;
         r->sample_count[0] = samples;
+    } else {
+        free(pool_us);
     }
     double floor_p50 = quantile(floor_us, samples, 0.5);
     r->metric = rt->sequential ? floor_p50 : quantile(pool_us, samples, 0.5);
@@ -579,5 +581,6 @@ int bench_main(int argc, char **argv, const bench_runtime *rt) {
     if (!args_all_used(&a)) return 2;
     rt->stop();
     print_result(&r);
+    for (int s = 0; s < 2; ++s) free(r.samples[s]);
     return 0;
 }

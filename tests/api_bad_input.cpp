@@ -18,6 +18,7 @@
 namespace {
 
 using blz_test::Pool;
+using blz_test::sentinel;
 using blz_test::stats_of;
 using blz_test::Watchdog;
 using std::chrono::seconds;
@@ -25,11 +26,6 @@ using std::chrono::seconds;
 // The size of blz_pool_config in version 0.1.
 constexpr uint32_t kConfigSizeV01 = offsetof(blz_pool_config, user) + sizeof(void *);
 
-// A sentinel that no successful call would write to an out pointer.
-template <class T>
-T *sentinel() {
-    return reinterpret_cast<T *>(uintptr_t{0x5EA1F00D});
-}
 
 std::atomic<int> g_calls{0};
 void count_call(void *) { g_calls.fetch_add(1); }

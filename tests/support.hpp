@@ -1,12 +1,14 @@
 // Shared helpers for the tests: a pool that is always destroyed, waiting
-// for a pool to fall asleep, and a watchdog that turns a hang into a
-// failure with a message instead of a stuck test suite.
+// for a pool to fall asleep, a watchdog that turns a hang into a failure
+// with a message instead of a stuck test suite, fib by fork-join, out
+// pointer sentinels, and what a forked child may do under each sanitizer.
 #pragma once
 
 #include <blitz.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
@@ -91,5 +93,82 @@ private:
     std::atomic<bool> done_{false};
     std::thread thread_;
 };
+
+// A value no successful call writes to an out pointer: a call that fails
+// must leave it as it was.
+template <class T>
+T *sentinel() {
+    return reinterpret_cast<T *>(uintptr_t{0x5EA1F00D});
+}
+
+// fib(n) by recursive blz_fork_join without cutoff, started by blz_call.
+// A failing call anywhere in the tree makes the result kFibFailed or more,
+// never a fib number of the sizes the tests use.
+constexpr uint64_t kFibFailed = uint64_t{1} << 62;
+
+struct FibArgs {
+    blz_pool *pool;
+    unsigned n;
+    uint64_t result;
+};
+
+inline void fib_task(void *arg) {
+    auto *f = static_cast<FibArgs *>(arg);
+    if (f->n < 2) {
+        f->result = f->n;
+        return;
+    }
+    FibArgs a{f->pool, f->n - 1, 0};
+    FibArgs b{f->pool, f->n - 2, 0};
+    if (blz_fork_join(f->pool, fib_task, &a, fib_task, &b) != BLZ_OK) {
+        f->result = kFibFailed;
+        return;
+    }
+    f->result = a.result + b.result;
+}
+
+inline uint64_t fib(blz_pool *pool, unsigned n) {
+    FibArgs f{pool, n, 0};
+    return blz_call(pool, fib_task, &f) == BLZ_OK ? f.result : kFibFailed;
+}
+
+// The sum of the indices a blz_parallel_for covered, each range adding its own.
+struct IndexSum {
+    std::atomic<uint64_t> total{0};
+    static void add_range(void *self, size_t lo, size_t hi) {
+        uint64_t sum = 0;
+        for (size_t i = lo; i < hi; ++i) sum += i;
+        static_cast<IndexSum *>(self)->total.fetch_add(sum);
+    }
+};
+
+// What the child of a multi-threaded fork may do beyond the calls that must
+// return BLZ_EFORK (those neither allocate nor lock). Two sanitizer
+// runtimes restrict it, and only their builds skip those steps:
+//  - g++ 12's ThreadSanitizer cannot start threads in such a child
+//    ("starting new threads after multi-threaded fork is not supported";
+//    with die_after_fork=0 it still fails on a reused thread id): no new
+//    pool there. clang 14's runtime copes.
+//  - AddressSanitizer's allocator (g++ 12's and clang 14's) is not
+//    fork-safe: a child deadlocks in malloc or free when a parent thread
+//    held the allocator's lock at the fork (seen: SizeClassAllocator64's
+//    region mutex). Only a child forked while parent threads allocate must
+//    stay off the heap.
+#if defined(__SANITIZE_THREAD__) && !defined(__clang__)
+constexpr bool kForkChildMayStartThreads = false;
+#else
+constexpr bool kForkChildMayStartThreads = true;
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAllocatorForkSafe = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAllocatorForkSafe = false;
+#else
+constexpr bool kAllocatorForkSafe = true;
+#endif
+#else
+constexpr bool kAllocatorForkSafe = true;
+#endif
 
 }  // namespace blz_test

@@ -8,6 +8,18 @@
 # "rust: N passed, M failed" (the sum of cargo's "test result:" lines, a
 # test program that crashed counted as one failure, each example as one test). Exits 77 (meson's "skipped") when cargo or
 # rustc is not installed. CARGO and RUSTC name other toolchains.
+#
+# SANITIZER_PRELOAD, when set, names tools/sanitizer_preload.py: against a
+# libblitz built with -Db_sanitize, every test binary and example then runs
+# through it (cargo's target runner), which preloads the sanitizer runtime
+# the uninstrumented Rust binaries need. rustdoc has no runner on stable
+# Rust, so the doctests are left out of such runs (and said to be); the
+# normal build runs them. Against a ThreadSanitizer build the test is
+# skipped (exit 77): Rust's standard library is not instrumented, so TSan
+# cannot see the synchronization of its scoped threads, channels and
+# parking, which the tests and libtest rely on, and reports races that are
+# not there (seen: a thread::scope join, libtest's result channel). The
+# ASan and UBSan build runs them.
 set -uo pipefail
 
 if [ $# -ne 4 ]; then
@@ -39,15 +51,32 @@ mkdir -p "$target"
 cd "$workspace" || exit 1
 
 echo "rust: $("$cargo" --version), $("$rustc" --version); libblitz from $BLITZ_LIB_DIR"
-# The examples that run after the tests; built by `cargo test`. Removed
-# first so that a failed build cannot leave an old binary to run.
+# The examples that run after the tests; built by `cargo test` (or, when
+# it names its targets, by `cargo build --examples` below). Removed first
+# so that a failed build cannot leave an old binary to run.
 examples=("fib 20 2" "quicksort 100000 2" "fill_chunks 1000000 10000 2")
 for example in "${examples[@]}"; do
     rm -f "$target/debug/examples/${example%% *}"
 done
 
+# A sanitized library: test binaries and examples through the preloader.
+run=()
+targets=()
+if [ -n "${SANITIZER_PRELOAD:-}" ] && runtimes=$("$SANITIZER_PRELOAD" --sanitized "$lib"); then
+    if [[ "$runtimes" == *libtsan* ]]; then
+        echo "rust: skipped: ThreadSanitizer cannot see the synchronization inside Rust's uninstrumented std"
+        exit 77
+    fi
+    host=$("$rustc" -vV | sed -n 's/^host: //p')
+    runner_var=CARGO_TARGET_$(echo "$host" | tr 'a-z-' 'A-Z_')_RUNNER
+    export "$runner_var=$SANITIZER_PRELOAD $lib"
+    run=("$SANITIZER_PRELOAD" "$lib")
+    targets=(--lib --bins --tests)
+    echo "rust: sanitized libblitz: tests run through $runner_var; doctests left out (rustdoc has no runner)"
+fi
+
 log=$target/cargo-test.log
-"$cargo" test --offline --no-fail-fast 2>&1 | tee "$log"
+"$cargo" test --offline --no-fail-fast "${targets[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
 passed=0
@@ -65,11 +94,13 @@ if [ "$started" -gt "$finished" ]; then
     failed=$((failed + started - finished))
 fi
 
-# Each example runs once and checks its own result.
+# Each example runs once and checks its own result (a build error shows
+# as examples that failed).
+if [ ${#targets[@]} -gt 0 ]; then "$cargo" build --offline --examples 2>&1 | tee -a "$log"; fi
 for example in "${examples[@]}"; do
     read -r name args <<<"$example"
     # shellcheck disable=SC2086
-    if "$target/debug/examples/$name" $args; then
+    if "${run[@]}" "$target/debug/examples/$name" $args; then
         passed=$((passed + 1))
     else
         echo "example $name failed"

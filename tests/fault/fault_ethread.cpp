@@ -33,16 +33,7 @@ struct Hooks {
 void on_start(void *user, uint32_t) { static_cast<Hooks *>(user)->starts.fetch_add(1); }
 void on_stop(void *user, uint32_t) { static_cast<Hooks *>(user)->stops.fetch_add(1); }
 
-blz_pool *sentinel() { return reinterpret_cast<blz_pool *>(uintptr_t{0x5EA1F00D}); }
-
-struct Sum {
-    std::atomic<uint64_t> total{0};
-};
-void add_range(void *arg, size_t lo, size_t hi) {
-    uint64_t s = 0;
-    for (size_t i = lo; i < hi; ++i) s += i;
-    static_cast<Sum *>(arg)->total.fetch_add(s);
-}
+using blz_test::sentinel;
 
 
 struct Refusal {
@@ -64,7 +55,7 @@ Refusal create_with_refused_thread(uint32_t workers, int64_t refused_index) {
     const int threads_before = blz_test::threads_alive();
     const int64_t blocks_before = blz_test::live_allocations();
     blz::g_fault_refuse_thread.store(refused_index);
-    blz_pool *pool = sentinel();
+    blz_pool *pool = sentinel<blz_pool>();
     blz_status status = blz_pool_create(&config, &pool);
     blz::g_fault_refuse_thread.store(-1);
     bool gone = blz_test::threads_back_to(threads_before);
@@ -82,7 +73,7 @@ TEST_CASE("fault: the OS refuses worker k of n: BLZ_ETHREAD, nothing leaks, noth
             INFO(workers << " workers, worker " << k << " refused");
             Refusal r = create_with_refused_thread(workers, k);
             CHECK(r.status == BLZ_ETHREAD);
-            CHECK(r.out == sentinel());
+            CHECK(r.out == sentinel<blz_pool>());
             // Workers 0 .. k-1 had started: each ran its start hook, and was
             // stopped (its stop hook ran) before create returned.
             CHECK(r.starts == static_cast<int>(k));
@@ -114,8 +105,8 @@ TEST_CASE("fault: after refusals, pools are created and work as before", "[fault
             ++failed_pools;
             continue;
         }
-        Sum sum;
-        failed_pools += blz_parallel_for(pool, 0, 1000, 1, add_range, &sum) != BLZ_OK;
+        blz_test::IndexSum sum;
+        failed_pools += blz_parallel_for(pool, 0, 1000, 1, blz_test::IndexSum::add_range, &sum) != BLZ_OK;
         wrong_sums += sum.total.load() != 1000u * 999u / 2;
         failed_pools += blz_pool_destroy(pool) != BLZ_OK;
     }

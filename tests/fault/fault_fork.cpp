@@ -23,69 +23,19 @@
 #include <unistd.h>
 #include <vector>
 
-#include "fence.hpp"  // BLZ_TSAN: whether this is a ThreadSanitizer build
 #include "support.hpp"
 
 namespace {
 
 constexpr int kForks = 40;
 
-// What a child may do beyond the calls that must return BLZ_EFORK, which
-// neither allocate nor lock. Two sanitizer runtimes restrict it, and only
-// their builds skip those steps:
-//  - g++ 12's ThreadSanitizer cannot start threads in the child of a
-//    multi-threaded fork ("starting new threads after multi-threaded fork
-//    is not supported"; with die_after_fork=0 it still aborts on a reused
-//    thread id): no new pool (clang 14's runtime copes);
-//  - g++ 12's AddressSanitizer does not make its allocator fork-safe: a
-//    child deadlocks in malloc or free when a parent thread held the
-//    allocator's lock at the fork (seen here: SizeClassAllocator64's region
-//    mutex), and the parent's threads allocate all the time: no destroy
-//    (it frees) and no new pool. clang 14's runtime shares that allocator
-//    and is treated alike.
-#if defined(__SANITIZE_ADDRESS__)
-#define FAULT_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define FAULT_ASAN 1
-#endif
-#endif
-#if defined(FAULT_ASAN)
-constexpr bool kChildMayUseHeap = false;
-#else
-constexpr bool kChildMayUseHeap = true;
-#endif
-#if defined(BLZ_TSAN) && !defined(__clang__)
-constexpr bool kChildMayStartThreads = false;
-#else
-constexpr bool kChildMayStartThreads = kChildMayUseHeap;
-#endif
-
-struct Fib {
-    blz_pool *pool;
-    unsigned n;
-    uint64_t result;
-};
-
-void fib_task(void *arg) {
-    auto *f = static_cast<Fib *>(arg);
-    if (f->n < 2) {
-        f->result = f->n;
-        return;
-    }
-    Fib a{f->pool, f->n - 1, 0};
-    Fib b{f->pool, f->n - 2, 0};
-    if (blz_fork_join(f->pool, fib_task, &a, fib_task, &b) != BLZ_OK) {
-        f->result = UINT64_MAX / 2;
-        return;
-    }
-    f->result = a.result + b.result;
-}
-
-uint64_t fib(blz_pool *pool, unsigned n) {
-    Fib f{pool, n, 0};
-    return blz_call(pool, fib_task, &f) == BLZ_OK ? f.result : UINT64_MAX;
-}
+// This test's children are forked while parent threads allocate all the
+// time, so under AddressSanitizer they stay off the heap (no destroy, no
+// new pool), and under g++'s ThreadSanitizer they start no thread
+// (tests/support.hpp says why for both).
+constexpr bool kChildMayUseHeap = blz_test::kAllocatorForkSafe;
+constexpr bool kChildMayStartThreads = blz_test::kForkChildMayStartThreads && kChildMayUseHeap;
+using blz_test::fib;
 
 void count(void *counter) { static_cast<std::atomic<uint64_t> *>(counter)->fetch_add(1); }
 void count_range(void *counter, size_t lo, size_t hi) {

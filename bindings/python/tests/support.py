@@ -21,7 +21,7 @@ import blitz  # noqa: E402
 from blitz import _pool  # noqa: E402
 
 HEADER = os.path.join(REPO, "include", "blitz.h")
-# Running under ThreadSanitizer (tests/preload.py preloads it for a -Db_sanitize=thread build).
+# Running under ThreadSanitizer (tools/sanitizer_preload.py preloads it for a -Db_sanitize=thread build).
 UNDER_TSAN = "libtsan" in os.environ.get("LD_PRELOAD", "")
 
 _kernel = None

@@ -16,6 +16,9 @@
 #
 # Without a JDK (javac and jni.h), prints why and exits 77: the test is skipped.
 # Debian: apt-get install openjdk-17-jdk-headless. $CC picks the C compiler.
+# SANITIZER_PRELOAD, when set, names tools/sanitizer_preload.py: java then
+# runs through it, which preloads the sanitizer runtime that a libblitz
+# built with -Db_sanitize needs (the meson test sets it).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -76,8 +79,10 @@ ${CC:-cc} -std=c11 -O2 -g -fPIC -shared \
     "$here/blitz_jni.c" $blitz_libs -o "$out/libblitz_jni.so"
 
 echo "jni: java -Xcheck:jni BlitzPool"
+launcher=()
+if [ -n "${SANITIZER_PRELOAD:-}" ]; then launcher=("$SANITIZER_PRELOAD" "$libdir/libblitz.so"); fi
 status=0
-"$JAVA_HOME/bin/java" -Xcheck:jni -XX:-UsePerfData -Djava.library.path="$out" -cp "$out/classes" BlitzPool \
+"${launcher[@]}" "$JAVA_HOME/bin/java" -Xcheck:jni -XX:-UsePerfData -Djava.library.path="$out" -cp "$out/classes" BlitzPool \
     > "$out/java.log" 2>&1 || status=$?
 cat "$out/java.log"
 if [ "$status" -ne 0 ]; then
