@@ -1,15 +1,28 @@
 // Parker: how a thread outside the pool blocks until a latch it waits on is
-// set. One token, a futex on it, no spinning.
+// set. A short spin first, then a futex on one token word.
 //
-// The setter's last access to the parker is the futex wake that follows
-// its token store; the waiter may already have returned by then. A futex
-// wake on memory that was reused is harmless (it can only cause a spurious
-// wakeup elsewhere, which every futex user tolerates), so the parker can
-// live on the waiter's stack.
+// The spin is for the round trip: a blz_call of a short function is
+// answered within a few microseconds, and a caller that is still awake then
+// submits its next call while the worker is still searching, so neither side
+// pays a futex wake-up. A caller that went to sleep instead needs one (tens
+// of microseconds on a VM), during which the worker's idle rounds run out and
+// it falls asleep too, and the next call pays a second one.
+//
+// Token states: kEmpty, kSet (unpark ran), kBlocked (the waiter is, or is
+// about to be, blocked on the futex). unpark() makes the system call only
+// for kBlocked: a waiter that caught the token while spinning costs its
+// setter no syscall.
+//
+// The setter's last access to the parker is its exchange, or the futex wake
+// that follows it when the waiter blocked; the waiter may already have
+// returned by then. A futex wake on memory that was reused is harmless (it
+// can only cause a spurious wakeup elsewhere, which every futex user
+// tolerates), so the parker can live on the waiter's stack.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <thread>
 
 #include "futex.hpp"
 
@@ -19,18 +32,38 @@ class Parker {
 public:
     // Blocks until unpark() has been called.
     void park() {
-        // acquire: pairs with unpark's release, so what the setter did before
-        // setting the latch is visible here.
-        while (token_.load(std::memory_order_acquire) == 0) futex_wait(token_, 0);
+        for (uint32_t i = 0; i < kSpinYields; ++i) {
+            // acquire: pairs with unpark's exchange, so what the setter did
+            // before setting the latch is visible here.
+            if (token_.load(std::memory_order_acquire) == kSet) return;
+            std::this_thread::yield();
+        }
+        uint32_t expected = kEmpty;
+        // acquire on failure: the token is kSet, as in the load above.
+        // relaxed on success: announcing kBlocked publishes nothing.
+        if (!token_.compare_exchange_strong(expected, kBlocked, std::memory_order_relaxed,
+                                            std::memory_order_acquire)) {
+            return;
+        }
+        // acquire: as above; the futex re-checks the word, so a set between
+        // the load and the wait is never slept through.
+        while (token_.load(std::memory_order_acquire) != kSet) futex_wait(token_, kBlocked);
     }
 
     void unpark() {
-        token_.store(1, std::memory_order_release);  // release: see park()
-        futex_wake_one(token_);
+        // release: see park(). The exchange says whether the waiter blocked.
+        if (token_.exchange(kSet, std::memory_order_release) == kBlocked) futex_wake_one(token_);
     }
 
 private:
-    std::atomic<uint32_t> token_{0};
+    static constexpr uint32_t kEmpty = 0;
+    static constexpr uint32_t kSet = 1;
+    static constexpr uint32_t kBlocked = 2;
+    // Yields before blocking: each returns at once on a CPU with nothing else
+    // to run (about 0.5 us here), so this covers a short call's answer
+    // without holding a CPU another thread needs.
+    static constexpr uint32_t kSpinYields = 16;
+    std::atomic<uint32_t> token_{kEmpty};
 };
 
 }  // namespace blz

@@ -148,13 +148,21 @@ public:
         if (has_injected_jobs()) wake_any_threads(1);
     }
 
-    // One idle round without work.
+    // One idle round without work. `max_searching`: once more workers than
+    // that search at the same time, a searcher skips its remaining rounds
+    // and gets sleepy now: searchers beyond the CPUs the pool may use only
+    // take turns on them with the workers that have work. Skipping rounds
+    // changes only when a worker sleeps, never how (the protocol below).
     template <class HasInjectedJobs>
-    IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasInjectedJobs &&has_injected_jobs) {
+    IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasInjectedJobs &&has_injected_jobs,
+                              uint32_t max_searching = UINT32_MAX) {
         if (idle.rounds < kSleepy) {
-            Sync::yield();
-            ++idle.rounds;
-            return IdleOutcome::kKeepLooking;
+            if (counters_.load().awake_but_idle() <= max_searching) {
+                Sync::yield();
+                ++idle.rounds;
+                return IdleOutcome::kKeepLooking;
+            }
+            idle.rounds = kSleepy;
         }
         if (idle.rounds == kSleepy) {
             idle.jec = counters_.announce_sleepy();

@@ -42,7 +42,7 @@ void Worker::wait_until(CoreLatch<> &latch) {
         while (!latch.probe()) {
             found = find_work(woken);
             if (found != nullptr) break;
-            woken = sleep.no_work_found(idle, latch, has_injected_jobs) == IdleOutcome::kWoken;
+            woken = sleep.no_work_found(idle, latch, has_injected_jobs, fork_awake_limit_) == IdleOutcome::kWoken;
         }
         // Leaving the idle state: we found a job, or the latch was set (the
         // work we were waiting for is done: also a reason to be awake).

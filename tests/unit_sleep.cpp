@@ -175,6 +175,27 @@ TEST_CASE("sleep: no_work_found keeps looking for rounds 0..kRoundsUntilSleepy a
     CHECK(s.stats().sleeps == 0);
 }
 
+TEST_CASE("sleep: with more searchers than max_searching, a searcher gets sleepy at once", "[sleep]") {
+    Sleep s;
+    REQUIRE(s.init(3));
+    Latch latch;
+    s.new_internal_jobs(1, [] { return true; });  // an earlier post: JEC odd
+    blz::IdleState first = s.start_looking(0);
+    blz::IdleState second = s.start_looking(1);
+    // Two searchers, at most two allowed: an ordinary round.
+    REQUIRE(s.no_work_found(first, latch, no_injected_jobs, 2) == IdleOutcome::kKeepLooking);
+    CHECK(first.rounds == 1);
+    CHECK(s.counters().jec() == 1);
+    // At most one allowed: the rest of the rounds are skipped, and this
+    // round already announces the sleepy state (JEC odd -> even).
+    REQUIRE(s.no_work_found(second, latch, no_injected_jobs, 1) == IdleOutcome::kKeepLooking);
+    CHECK(second.rounds == kRoundsUntilSleeping);
+    CHECK(s.counters().jec() == 2);
+    CHECK(second.jec == 2);
+    s.atomic_counters().sub_inactive_thread();
+    s.atomic_counters().sub_inactive_thread();
+}
+
 TEST_CASE("sleep: a post between getting sleepy and sleeping aborts the sleep", "[sleep]") {
     // A bug here would block this thread for good: fail instead.
     blz_test::Watchdog watchdog("sleep: post between sleepy and sleep", kWatchdogLimit);

@@ -187,23 +187,29 @@ fn sha1_one_block(message: &[u8]) -> [u8; 20] {
     block[..message.len()].copy_from_slice(message);
     block[message.len()] = 0x80;
     block[56..].copy_from_slice(&((message.len() as u64) * 8).to_be_bytes());
-    let mut w = [0u32; 80];
+    // The message schedule in a ring of 16 words, each computed in the round
+    // that uses it: the same form as the C kernel (bench/kernels.c says why
+    // it is written so), so that every runtime runs an equally fast kernel.
+    let mut w = [0u32; 16];
     for i in 0..16 {
         w[i] = u32::from_be_bytes([block[4 * i], block[4 * i + 1], block[4 * i + 2], block[4 * i + 3]]);
     }
-    for i in 16..80 {
-        w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-    }
     let mut h: [u32; 5] = [0x6745_2301, 0xEFCD_AB89, 0x98BA_DCFE, 0x1032_5476, 0xC3D2_E1F0];
     let (mut a, mut b, mut c, mut d, mut e) = (h[0], h[1], h[2], h[3], h[4]);
-    for (i, wi) in w.iter().enumerate() {
+    for i in 0..80 {
+        let wi = if i < 16 {
+            w[i]
+        } else {
+            w[i & 15] = (w[(i + 13) & 15] ^ w[(i + 8) & 15] ^ w[(i + 2) & 15] ^ w[i & 15]).rotate_left(1);
+            w[i & 15]
+        };
         let (f, k) = match i {
             0..=19 => ((b & c) | (!b & d), 0x5A82_7999),
             20..=39 => (b ^ c ^ d, 0x6ED9_EBA1),
             40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1B_BCDC),
             _ => (b ^ c ^ d, 0xCA62_C1D6),
         };
-        let t = a.rotate_left(5).wrapping_add(f).wrapping_add(e).wrapping_add(k).wrapping_add(*wi);
+        let t = a.rotate_left(5).wrapping_add(f).wrapping_add(e).wrapping_add(k).wrapping_add(wi);
         e = d;
         d = c;
         c = b.rotate_left(30);
