@@ -39,12 +39,10 @@ public:
             std::this_thread::yield();
         }
         uint32_t expected = kEmpty;
-        // acquire on failure: the token is kSet, as in the load above.
-        // relaxed on success: announcing kBlocked publishes nothing.
-        if (!token_.compare_exchange_strong(expected, kBlocked, std::memory_order_relaxed,
-                                            std::memory_order_acquire)) {
-            return;
-        }
+        // acquire on failure: the token is kSet, as in the load above. On
+        // success announcing kBlocked publishes nothing, but gcc rejects a
+        // success order weaker than the failure order (free on x86 anyway).
+        if (!token_.compare_exchange_strong(expected, kBlocked, std::memory_order_acquire)) return;
         // acquire: as above; the futex re-checks the word, so a set between
         // the load and the wait is never slept through.
         while (token_.load(std::memory_order_acquire) != kSet) futex_wait(token_, kBlocked);
