@@ -8,15 +8,13 @@
 #include <new>
 #include <sched.h>
 
+#include "fault.hpp"
 #include "task.hpp"
 #include "worker.hpp"
 
 namespace blz {
 
 std::atomic<uint64_t> g_fork_generation{0};
-#if defined(BLZ_FAULT_INJECTION)
-std::atomic<int64_t> g_fault_refuse_thread{-1};
-#endif
 
 namespace {
 
@@ -42,7 +40,7 @@ void *thread_main(void *worker) {
 int create_worker_thread(pthread_t *thread, const pthread_attr_t *attr, Worker *worker, uint32_t index) {
 #if defined(BLZ_FAULT_INJECTION)
     // relaxed: the test stores it before calling blz_pool_create on this thread.
-    if (g_fault_refuse_thread.load(std::memory_order_relaxed) == int64_t{index}) return EAGAIN;
+    if (fault::g_refuse_thread.load(std::memory_order_relaxed) == int64_t{index}) return EAGAIN;
 #else
     (void)index;
 #endif
@@ -90,7 +88,7 @@ Registry::Registry(uint32_t num_threads, const blz_pool_config &config)
     std::snprintf(name_prefix_, sizeof(name_prefix_), "%s", prefix);
 }
 
-Registry::~Registry() = default;
+Registry::~Registry() { BLZ_FAULT_POINT(kRegistryFreed, this); }
 
 blz_status Registry::create(const blz_pool_config &config, Registry **out) {
     uint32_t num_threads = resolve_num_threads(config.num_threads);
@@ -186,14 +184,16 @@ blz_status Registry::enter() {
     // by the queue it goes into; leave() carries the release to the destroyer.
     uint64_t state = state_.load(std::memory_order_relaxed);
     for (;;) {
+        blz_status refusal = BLZ_OK;
         if (state & kClosed) {
             // [A1] a worker still inside counted work may add to it.
-            if (!own_worker || active_of(state) == 0) return BLZ_ESHUTDOWN;
+            if (!own_worker || active_of(state) == 0) refusal = BLZ_ESHUTDOWN;
         }
-        if (active_of(state) == kActiveMask) return BLZ_ENOMEM;
-        if (state_.compare_exchange_weak(state, state + kOneActive, std::memory_order_relaxed,
-                                         std::memory_order_relaxed)) {
-            return BLZ_OK;
+        if (refusal == BLZ_OK && active_of(state) == kActiveMask) refusal = BLZ_ENOMEM;
+        if (refusal != BLZ_OK || state_.compare_exchange_weak(state, state + kOneActive, std::memory_order_relaxed,
+                                                              std::memory_order_relaxed)) {
+            BLZ_FAULT_POINT(kEntered, this);
+            return refusal;
         }
     }
 }
@@ -237,6 +237,7 @@ void Registry::submit(QueuedJob *job) {
 
 void Registry::inject(QueuedJob *job) {
     bool was_empty = injector_.push(job);
+    BLZ_FAULT_POINT(kInjectedBeforePost, this);
     sleep_.new_injected_jobs(1, was_empty);
 }
 
@@ -247,7 +248,10 @@ void Registry::shut_down() {
     // acq_rel: release publishes drained_ to the last leaver; acquire sees
     // the work of everyone who left before.
     uint64_t state = state_.fetch_or(kClosed, std::memory_order_acq_rel);
-    if (active_of(state) != 0) drained.wait();
+    if (active_of(state) != 0) {
+        BLZ_FAULT_POINT(kDestroyWaitsForWork, this);
+        drained.wait();
+    }
     // [A2] every queue is empty: stop the workers.
     for (uint32_t i = 0; i < started_; ++i) workers_[i].terminate_latch().set();
     for (uint32_t i = 0; i < started_; ++i) pthread_join(workers_[i].thread(), nullptr);

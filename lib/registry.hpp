@@ -34,12 +34,6 @@ class Worker;
 // it was created under, so the child can tell the parent's pools apart.
 extern std::atomic<uint64_t> g_fork_generation;
 
-#if defined(BLZ_FAULT_INJECTION)
-// Only in the fault-injection tests' build of the library (tests/fault):
-// the index of the worker whose thread creation fails with EAGAIN, or -1.
-extern std::atomic<int64_t> g_fault_refuse_thread;
-#endif
-
 class Registry {
 public:
     static blz_status create(const blz_pool_config &config, Registry **out);

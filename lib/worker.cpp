@@ -1,5 +1,7 @@
 #include "worker.hpp"
 
+#include "fault.hpp"
+
 namespace blz {
 
 constinit thread_local Worker *t_current_worker = nullptr;
@@ -98,6 +100,7 @@ void Latch::set() {
     Parker *parker = this->parker();
     if (!core_.set()) return;
     if (worker != nullptr) {
+        BLZ_FAULT_POINT(kLatchSetBeforeWake, &worker->registry());
         worker->registry().sleep().wake_specific_thread(worker->index());
     } else {
         parker->unpark();

@@ -1,7 +1,7 @@
 // The OS refuses a worker thread. This program links a build of the
 // library with BLZ_FAULT_INJECTION (tests/fault/meson.build), whose
 // worker-thread creation fails with EAGAIN for the worker index stored in
-// blz::g_fault_refuse_thread. For every pool size and every refused index:
+// blz::fault::g_refuse_thread. For every pool size and every refused index:
 // blz_pool_create returns BLZ_ETHREAD and leaves *out_pool alone, the
 // workers already started ran their start and stop hooks and are gone (the
 // process's thread count is back), every allocation was freed (operator
@@ -18,7 +18,7 @@
 #include <thread>
 
 #include "live_allocations.hpp"
-#include "registry.hpp"
+#include "fault.hpp"
 #include "support.hpp"
 
 namespace {
@@ -54,10 +54,10 @@ Refusal create_with_refused_thread(uint32_t workers, int64_t refused_index) {
     config.user = &hooks;
     const int threads_before = blz_test::threads_alive();
     const int64_t blocks_before = blz_test::live_allocations();
-    blz::g_fault_refuse_thread.store(refused_index);
+    blz::fault::g_refuse_thread.store(refused_index);
     blz_pool *pool = sentinel<blz_pool>();
     blz_status status = blz_pool_create(&config, &pool);
-    blz::g_fault_refuse_thread.store(-1);
+    blz::fault::g_refuse_thread.store(-1);
     bool gone = blz_test::threads_back_to(threads_before);
     return {status, pool, hooks.starts.load(), hooks.stops.load(),
             blz_test::live_allocations() - blocks_before, gone};

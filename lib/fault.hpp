@@ -1,0 +1,69 @@
+// Fault injection: pause points and lifetime mutants for the tests that
+// hold a dangerous interleaving open (tests/fault). Compiled in only when
+// the library is built with BLZ_FAULT_INJECTION, which tests/fault/meson.build
+// does for a static copy of the library that only the fault tests link;
+// the shipped libblitz.so has none of it (every macro below is a no-op).
+//
+// A pause point calls the hook the test installed, with the point and the
+// object it concerns (a Registry*): the hook may record the event, or block
+// the calling thread until the test has made the other threads do what the
+// interleaving needs. A lifetime mutant puts back one defect that issue 13
+// fixed, so that the test which reproduces the defect can show that it
+// still catches it (tests/fault/lifetime_checks.cpp, docs/verification.md).
+#pragma once
+
+#if defined(BLZ_FAULT_INJECTION)
+
+#include <atomic>
+#include <cstdint>
+
+namespace blz::fault {
+
+enum class Point {
+    kEntered,              // Registry::enter decided (admitted or refused)
+    kInjectedBeforePost,   // Registry::inject: the job is queued, the post not yet made
+    kDestroyWaitsForWork,  // destroy found accepted work unfinished and is about to wait
+    kLatchSetBeforeWake,   // Latch::set found its waiter asleep and is about to wake it
+    kRegistryFreed,        // a Registry's memory is about to be freed
+};
+
+using Hook = void (*)(Point point, const void *registry);
+
+// The test's hook, or nullptr. Set before the threads it concerns start.
+extern std::atomic<Hook> g_hook;
+
+inline void reach(Point point, const void *registry) {
+    // acquire: the test stored its hook's state before the hook itself.
+    if (Hook hook = g_hook.load(std::memory_order_acquire)) hook(point, registry);
+}
+
+// The defects of issue 13, one at a time.
+enum class Mutant {
+    kNone,
+    kSpawnCountsOnlyTask,   // an outside spawn's admission ends with its task, not with the call
+    kNoPinOnLatchSet,       // Latch::set wakes a waiter of another pool without pinning that pool
+    kCacheKeepsFreedLists,  // the job-block cache's thread-exit cleanup leaves its lists pointing at freed blocks
+    kCacheTlsDestructor,    // the job-block cache is a C++ thread_local with a destructor
+    kForcedUnwindEscapes,   // thread cancellation's unwind leaves a job through the runtime's frames
+    kFixedCpuMask,          // the affinity mask is a fixed cpu_set_t (1024 CPUs at most)
+};
+
+// Set by the test before it starts the scenario (relaxed reads: no order needed).
+extern std::atomic<Mutant> g_mutant;
+
+inline bool mutant(Mutant m) { return g_mutant.load(std::memory_order_relaxed) == m; }
+
+// The index of the worker whose thread creation fails with EAGAIN, or -1.
+extern std::atomic<int64_t> g_refuse_thread;
+
+}  // namespace blz::fault
+
+#define BLZ_FAULT_POINT(point, registry) ::blz::fault::reach(::blz::fault::Point::point, registry)
+#define BLZ_FAULT_MUTANT(name) ::blz::fault::mutant(::blz::fault::Mutant::name)
+
+#else
+
+#define BLZ_FAULT_POINT(point, registry) ((void)0)
+#define BLZ_FAULT_MUTANT(name) false
+
+#endif

@@ -1,0 +1,595 @@
+// Deterministic reproducers of the lifetime defects of issue 13, and the
+// mutants that put each defect back (lib/fault.hpp), which they must catch.
+//
+// Each row runs one scenario in a child process of its own (this program
+// again, with --child), against the fault-injection build of the library,
+// whose pause points let the scenario hold the dangerous interleaving open
+// on every run instead of waiting for it to happen by luck:
+//
+//  - an outside blz_spawn / blz_group_spawn, or one from another pool's
+//    worker, is held between queueing its task and posting it while the
+//    pool is destroyed: destroy must wait for the call (defect 1);
+//  - a latch setter that found its waiter, a worker of another pool,
+//    asleep is held before its wake-up call while the waiter leaves for
+//    another reason and its pool is destroyed: the setter's pin must keep
+//    that pool's memory (defect 2), for a blz_call's latch and for the
+//    drained latch of a destroy run by another pool's worker;
+//  - spawns from a thread_local destructor and from a pthread key
+//    destructor that runs after the library's own (defect 3);
+//  - pthread_exit and thread cancellation inside a job, and pthread_cancel
+//    of a worker from outside (defect 5);
+//  - the default pool size on a machine with 1500 CPUs (defect 6).
+// Defect 4 (allocation failure) has its own program, fault_alloc_failure.
+//
+// A scenario reports a violation itself where it can see one (destroy
+// returned while a call was still inside the pool; a setter about to touch
+// a freed pool), so a row fails in every build; under AddressSanitizer
+// the use-after-free that follows is reported as well.
+//
+// usage: lifetime_checks [--only SUBSTRING]
+// Prints one row per (check, variant) and ends with
+// "lifetime: N passed, M failed": a real variant passes when its scenario
+// ends as expected, a mutant when the scenario catches it.
+#include <blitz.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <string>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "fault.hpp"
+#include "registry.hpp"
+
+namespace {
+
+using blz::fault::Mutant;
+using blz::fault::Point;
+using Clock = std::chrono::steady_clock;
+
+// Exit statuses of a scenario's child.
+constexpr int kViolation = 1;  // the scenario saw the defect itself
+constexpr int kHang = 3;       // a call that must return did not, within kHangSeconds
+constexpr int kHangSeconds = 10;
+
+[[noreturn]] void fail(int status, const char *what) {
+    std::fprintf(stderr, "lifetime: %s\n", what);
+    std::fflush(stderr);
+    _exit(status);
+}
+
+void check(bool ok, const char *what) {
+    if (!ok) fail(kViolation, what);
+}
+
+template <class Pred>
+void spin_until(Pred pred) {
+    while (!pred()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+}
+
+blz_pool *make_pool(uint32_t threads) {
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = threads;
+    blz_pool *pool = nullptr;
+    check(blz_pool_create(&config, &pool) == BLZ_OK, "blz_pool_create failed");
+    return pool;
+}
+
+uint32_t sleeping_now(blz_pool *pool) {
+    blz_stats stats;
+    stats.struct_size = sizeof(stats);
+    check(blz_pool_stats(pool, &stats) == BLZ_OK, "blz_pool_stats failed");
+    return stats.sleeping_now;
+}
+
+void count_run(void *counter) { static_cast<std::atomic<int> *>(counter)->fetch_add(1); }
+
+// Runs `call` on a thread of its own and waits for it at most kHangSeconds:
+// a call that never returns is reported as a hang, not waited for.
+template <class F>
+void bounded(const char *what, F call) {
+    std::atomic<bool> done{false};
+    std::thread thread([&] {
+        call();
+        done.store(true);
+    });
+    auto deadline = Clock::now() + std::chrono::seconds(kHangSeconds);
+    while (!done.load()) {
+        if (Clock::now() > deadline) fail(kHang, what);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    thread.join();
+}
+
+// ---------------------------------------------------------------------------
+// The pause points. Each scenario arms the ones it needs; the hook ignores
+// every other pool and thread.
+
+struct Watch {
+    std::atomic<const void *> pool{nullptr};     // the pool whose destroy and freeing are watched
+    std::atomic<bool> paused{false};             // the armed thread reached its pause point
+    std::atomic<bool> destroy_waiting{false};    // destroy of `pool` waits for accepted work
+    std::atomic<bool> destroy_returned{false};   // set by the scenario after blz_pool_destroy(pool)
+    std::atomic<bool> freed{false};              // `pool`'s memory was freed
+    std::atomic<bool> violation{false};
+};
+Watch g_watch;
+
+thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
+thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
+
+void hook(Point point, const void *registry) {
+    const bool watched = registry == g_watch.pool.load();
+    switch (point) {
+        case Point::kInjectedBeforePost:
+            if (!t_pause_before_post || !watched) return;
+            t_pause_before_post = false;
+            g_watch.paused.store(true);
+            // The scenario lets the pool run this call's task to the end,
+            // then destroys the pool. Hold on until destroy has either
+            // returned (the defect) or begun to wait for accepted work,
+            // which can then only be this call.
+            spin_until([] { return g_watch.destroy_returned.load() || g_watch.destroy_waiting.load(); });
+            if (g_watch.destroy_returned.load()) {
+                g_watch.violation.store(true);
+                std::fprintf(stderr, "lifetime: blz_pool_destroy returned while an admitted spawn was "
+                                     "still inside the pool (about to post its task)\n");
+            }
+            return;
+        case Point::kLatchSetBeforeWake:
+            if (!t_pause_before_wake || !watched) return;
+            t_pause_before_wake = false;
+            g_watch.paused.store(true);
+            spin_until([] { return g_watch.destroy_returned.load(); });
+            if (g_watch.freed.load()) {
+                g_watch.violation.store(true);
+                std::fprintf(stderr, "lifetime: a latch setter is about to wake a worker of a pool "
+                                     "whose memory was freed\n");
+            }
+            return;
+        case Point::kDestroyWaitsForWork:
+            if (watched) g_watch.destroy_waiting.store(true);
+            return;
+        case Point::kRegistryFreed:
+            if (watched) g_watch.freed.store(true);
+            return;
+        case Point::kEntered:
+            return;
+    }
+}
+
+void destroy_watched(blz_pool *pool) {
+    check(blz_pool_destroy(pool) == BLZ_OK, "blz_pool_destroy of the watched pool failed");
+    g_watch.destroy_returned.store(true);
+}
+
+// ---------------------------------------------------------------------------
+// Defect 1: a spawn admitted before destroy began keeps using the pool until
+// it returns, so destroy must count the call, not only its task.
+
+enum class SpawnKind { kDetached, kGroup };
+
+struct SpawnArgs {
+    blz_pool *pool;
+    blz_group *group;
+    SpawnKind kind;
+    std::atomic<int> runs{0};
+    blz_status status = 99;
+};
+
+void spawn_paused(SpawnArgs &a) {
+    t_pause_before_post = true;
+    a.status = a.kind == SpawnKind::kGroup ? blz_group_spawn(a.group, count_run, &a.runs)
+                                           : blz_spawn(a.pool, count_run, &a.runs, nullptr);
+}
+
+void noop(void *) {}
+
+// The spawner is held after queueing its task. A call from here goes into
+// the same injector behind that task, and the pool's one worker takes jobs
+// from it in order: when the call returns, the task has run and left.
+void run_task_then_destroy(blz_pool *pool) {
+    spin_until([] { return g_watch.paused.load(); });
+    check(blz_call(pool, noop, nullptr) == BLZ_OK, "blz_call behind the held spawn");
+    destroy_watched(pool);
+}
+
+void spawn_vs_destroy(SpawnKind kind) {
+    SpawnArgs a{make_pool(1), nullptr, kind};
+    g_watch.pool.store(a.pool);
+    if (kind == SpawnKind::kGroup) check(blz_group_create(a.pool, &a.group) == BLZ_OK, "group create");
+    std::thread spawner([&] { spawn_paused(a); });
+    run_task_then_destroy(a.pool);
+    spawner.join();
+    if (a.group != nullptr) blz_group_destroy(a.group);
+    check(!g_watch.violation.load(), "destroy did not wait for the spawn call");
+    check(a.status == BLZ_OK && a.runs.load() == 1, "the accepted task did not run exactly once");
+}
+
+void scenario_outside_spawn() { spawn_vs_destroy(SpawnKind::kDetached); }
+void scenario_outside_group_spawn() { spawn_vs_destroy(SpawnKind::kGroup); }
+
+// The spawner is a worker of another pool, Q.
+void spawn_from_q_worker(void *arg) { spawn_paused(*static_cast<SpawnArgs *>(arg)); }
+
+void scenario_spawn_from_other_pool() {
+    blz_pool *q = make_pool(1);
+    SpawnArgs a{make_pool(1), nullptr, SpawnKind::kDetached};
+    g_watch.pool.store(a.pool);
+    blz_task *outer = nullptr;
+    check(blz_spawn(q, spawn_from_q_worker, &a, &outer) == BLZ_OK, "spawn into Q");
+    run_task_then_destroy(a.pool);
+    check(blz_join(outer) == BLZ_OK, "join of Q's task");
+    check(blz_pool_destroy(q) == BLZ_OK, "destroy Q");
+    check(!g_watch.violation.load(), "destroy did not wait for the spawn call");
+    check(a.status == BLZ_OK && a.runs.load() == 1, "the accepted task did not run exactly once");
+}
+
+// ---------------------------------------------------------------------------
+// Defect 2: a latch whose waiter W is a worker of pool B, set by a thread
+// that is not B's: W is asleep on it, the setter is held between the set and
+// its wake-up call, W wakes for another reason (a spawn into B), returns,
+// and B is destroyed. The setter must still find B's memory.
+
+struct CrossPool {
+    blz_pool *a = nullptr;  // the pool whose worker (or caller) sets the latch
+    blz_pool *b = nullptr;  // the waiter's pool, destroyed while the setter is held
+    std::atomic<int> noops{0};
+};
+
+// On A's worker: returns once B's only worker sleeps on the call's latch;
+// the set that follows (StackJob::run) then pauses before its wake-up.
+void return_when_b_asleep(void *arg) {
+    auto *c = static_cast<CrossPool *>(arg);
+    spin_until([c] { return sleeping_now(c->b) == 1; });
+    t_pause_before_wake = true;
+}
+
+// On B's worker: a call into A, which puts it to sleep on the call's latch.
+void call_into_a(void *arg) {
+    auto *c = static_cast<CrossPool *>(arg);
+    check(blz_call(c->a, return_when_b_asleep, c) == BLZ_OK, "blz_call into A from B's worker");
+}
+
+// Wakes B's worker for another reason, lets it return, destroys B.
+void wake_b_and_destroy_it(CrossPool &c) {
+    spin_until([] { return g_watch.paused.load(); });
+    check(blz_spawn(c.b, count_run, &c.noops, nullptr) == BLZ_OK, "spawn into B");
+    destroy_watched(c.b);
+}
+
+void scenario_call_latch_across_pools() {
+    CrossPool c;
+    c.a = make_pool(1);
+    c.b = make_pool(1);
+    g_watch.pool.store(c.b);
+    check(blz_spawn(c.b, call_into_a, &c, nullptr) == BLZ_OK, "spawn into B");
+    wake_b_and_destroy_it(c);
+    check(blz_pool_destroy(c.a) == BLZ_OK, "destroy A");
+    check(!g_watch.violation.load(), "the latch setter touched a freed pool");
+    check(c.noops.load() == 1, "the task spawned into B did not run exactly once");
+}
+
+// The drained latch of a destroy: B's worker destroys A while an outside
+// call into A is under way; the outside caller's leave() is the last one
+// and sets the destroyer's latch.
+struct DrainedArgs {
+    CrossPool c;
+    std::atomic<bool> call_running{false};
+    std::atomic<bool> destroying{false};
+    blz_status destroyed = 99;
+};
+
+void destroy_a_from_b(void *arg) {
+    auto *d = static_cast<DrainedArgs *>(arg);
+    d->destroying.store(true);
+    d->destroyed = blz_pool_destroy(d->c.a);
+}
+
+// On A's worker, inside the outside call: returns once B's worker sleeps
+// in its destroy of A; the caller's leave() is then the last.
+void return_when_destroyer_asleep(void *arg) {
+    auto *d = static_cast<DrainedArgs *>(arg);
+    d->call_running.store(true);
+    spin_until([d] { return d->destroying.load() && sleeping_now(d->c.b) == 1; });
+}
+
+void scenario_drained_latch_across_pools() {
+    DrainedArgs d;
+    d.c.a = make_pool(1);
+    d.c.b = make_pool(1);
+    g_watch.pool.store(d.c.b);
+    std::atomic<blz_status> called{99};
+    std::thread caller([&] {
+        t_pause_before_wake = true;
+        called.store(blz_call(d.c.a, return_when_destroyer_asleep, &d));
+    });
+    spin_until([&] { return d.call_running.load(); });
+    check(blz_spawn(d.c.b, destroy_a_from_b, &d, nullptr) == BLZ_OK, "spawn into B");
+    wake_b_and_destroy_it(d.c);
+    caller.join();
+    check(!g_watch.violation.load(), "the drained latch's setter touched a freed pool");
+    check(called.load() == BLZ_OK && d.destroyed == BLZ_OK, "the call or the destroy failed");
+}
+
+// ---------------------------------------------------------------------------
+// Defect 3: spawns while a thread ends, from a thread_local destructor (run
+// before the library's thread-exit cleanup) and from a pthread key
+// destructor created after the library's own key (run after it).
+
+blz_pool *g_exit_pool = nullptr;
+std::atomic<int> g_exit_runs{0};
+constexpr int kSpawnsPerDestructor = 8;
+
+void spawn_and_wait_from_destructor() {
+    blz_group *group = nullptr;
+    check(blz_group_create(g_exit_pool, &group) == BLZ_OK, "group create in a destructor");
+    for (int i = 0; i < kSpawnsPerDestructor; ++i) {
+        check(blz_group_spawn(group, count_run, &g_exit_runs) == BLZ_OK, "spawn in a destructor");
+    }
+    check(blz_group_destroy(group) == BLZ_OK, "group wait in a destructor");
+}
+
+struct SpawnsAtThreadExit {
+    bool constructed = false;
+    ~SpawnsAtThreadExit() { spawn_and_wait_from_destructor(); }
+};
+thread_local SpawnsAtThreadExit t_spawns_at_exit;
+
+pthread_key_t g_late_key;
+void late_key_destructor(void *) { spawn_and_wait_from_destructor(); }
+
+// Fills the thread's job-block cache: 16 detached tasks run and their
+// blocks go to the pool's recycler (the call behind them returns after the
+// pool's one worker finished them); the next spawn takes all 16 into the
+// cache and uses one, and the cache keeps 15 until the thread ends.
+void fill_thread_cache() {
+    std::atomic<int> runs{0};
+    for (int i = 0; i < 16; ++i) check(blz_spawn(g_exit_pool, count_run, &runs, nullptr) == BLZ_OK, "spawn");
+    check(blz_call(g_exit_pool, noop, nullptr) == BLZ_OK, "blz_call behind the spawns");
+    check(blz_spawn(g_exit_pool, count_run, &runs, nullptr) == BLZ_OK, "spawn");
+    check(blz_call(g_exit_pool, noop, nullptr) == BLZ_OK, "blz_call behind the spawn");
+    check(runs.load() == 17, "the spawned tasks did not run");
+}
+
+void scenario_spawn_at_thread_exit() {
+    g_exit_pool = make_pool(1);
+    check(pthread_key_create(&g_late_key, late_key_destructor) == 0, "pthread_key_create");
+    std::thread thread([] {
+        t_spawns_at_exit.constructed = true;  // constructed now, before the thread's first spawn
+        check(pthread_setspecific(g_late_key, &g_late_key) == 0, "pthread_setspecific");
+        fill_thread_cache();
+    });
+    thread.join();
+    check(g_exit_runs.load() == 2 * kSpawnsPerDestructor, "a task spawned at thread exit did not run");
+    check(blz_pool_destroy(g_exit_pool) == BLZ_OK, "destroy");
+}
+
+// ---------------------------------------------------------------------------
+// Defect 5: a job that ends its thread. The runtime must abort with a
+// message (a worker thread cannot end inside a job) instead of hanging or
+// unwinding its frames; a pthread_cancel of a worker from outside has no
+// effect (workers run with cancellation disabled).
+
+void exit_thread(void *) { pthread_exit(nullptr); }
+
+void cancel_self(void *) {
+    pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, nullptr);
+    pthread_cancel(pthread_self());
+    pthread_testcancel();
+}
+
+void ending_job_hangs_or_aborts(blz_fn job) {
+    blz_pool *pool = make_pool(1);
+    bounded("blz_call of a job that ends its thread never returned", [&] { blz_call(pool, job, nullptr); });
+    fail(kViolation, "blz_call of a job that ends its thread returned");
+}
+
+void scenario_pthread_exit_in_job() { ending_job_hangs_or_aborts(exit_thread); }
+void scenario_cancel_in_job() { ending_job_hangs_or_aborts(cancel_self); }
+
+void record_thread(void *out) { *static_cast<pthread_t *>(out) = pthread_self(); }
+void sleep_briefly(void *) {
+    for (int i = 0; i < 3; ++i) usleep(1000);  // cancellation points
+}
+
+void scenario_cancel_worker_from_outside() {
+    blz_pool *pool = make_pool(1);
+    pthread_t worker{};
+    check(blz_call(pool, record_thread, &worker) == BLZ_OK, "blz_call");
+    check(pthread_cancel(worker) == 0, "pthread_cancel");
+    bounded("a call after pthread_cancel of the worker never returned",
+            [&] { check(blz_call(pool, sleep_briefly, nullptr) == BLZ_OK, "blz_call after cancel"); });
+    bounded("destroy after pthread_cancel of the worker never returned",
+            [&] { check(blz_pool_destroy(pool) == BLZ_OK, "destroy after cancel"); });
+}
+
+// ---------------------------------------------------------------------------
+// Defect 6: the default pool size reads the affinity mask, which must be
+// sized for the machine: sched_getaffinity fails with EINVAL when the
+// buffer is smaller than the kernel's mask. This program replaces the libc
+// function (the fault library is linked statically into it) by one that
+// reports g_fake_cpus CPUs when that is nonzero.
+
+std::atomic<int> g_fake_cpus{0};
+
+void scenario_many_cpus() {
+    unsetenv("BLZ_NUM_THREADS");
+    g_fake_cpus.store(1500);
+    uint32_t n = blz::resolve_num_threads(0);
+    g_fake_cpus.store(0);
+    if (n != 1500) {
+        std::fprintf(stderr, "lifetime: default pool size %u with 1500 CPUs in the affinity mask\n", n);
+        fail(kViolation, "the default pool size ignores CPUs beyond the first 1024");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Rows and child processes.
+
+enum class Expect { kClean, kAbortWithMessage };
+
+struct Row {
+    const char *check;
+    void (*scenario)();
+    Expect expect;
+    Mutant mutant;
+};
+
+const char *mutant_name(Mutant m) {
+    switch (m) {
+        case Mutant::kNone: return "real";
+        case Mutant::kSpawnCountsOnlyTask: return "spawn admission ends with its task";
+        case Mutant::kNoPinOnLatchSet: return "latch set without pinning the pool";
+        case Mutant::kCacheKeepsFreedLists: return "cache cleanup leaves freed lists";
+        case Mutant::kCacheTlsDestructor: return "cache with a C++ TLS destructor";
+        case Mutant::kForcedUnwindEscapes: return "forced unwind leaves the job";
+        case Mutant::kFixedCpuMask: return "fixed-size CPU mask";
+    }
+    return "?";
+}
+
+const std::vector<Row> &rows() {
+    static const std::vector<Row> all = {
+        {"outside spawn vs destroy", scenario_outside_spawn, Expect::kClean, Mutant::kNone},
+        {"outside spawn vs destroy", scenario_outside_spawn, Expect::kClean, Mutant::kSpawnCountsOnlyTask},
+        {"outside group spawn vs destroy", scenario_outside_group_spawn, Expect::kClean, Mutant::kNone},
+        {"outside group spawn vs destroy", scenario_outside_group_spawn, Expect::kClean, Mutant::kSpawnCountsOnlyTask},
+        {"spawn from another pool vs destroy", scenario_spawn_from_other_pool, Expect::kClean, Mutant::kNone},
+        {"spawn from another pool vs destroy", scenario_spawn_from_other_pool, Expect::kClean, Mutant::kSpawnCountsOnlyTask},
+        {"call latch set across pools", scenario_call_latch_across_pools, Expect::kClean, Mutant::kNone},
+        {"call latch set across pools", scenario_call_latch_across_pools, Expect::kClean, Mutant::kNoPinOnLatchSet},
+        {"drained latch set across pools", scenario_drained_latch_across_pools, Expect::kClean, Mutant::kNone},
+        {"drained latch set across pools", scenario_drained_latch_across_pools, Expect::kClean, Mutant::kNoPinOnLatchSet},
+        {"spawns at thread exit", scenario_spawn_at_thread_exit, Expect::kClean, Mutant::kNone},
+        {"spawns at thread exit", scenario_spawn_at_thread_exit, Expect::kClean, Mutant::kCacheKeepsFreedLists},
+        {"pthread_exit in a job", scenario_pthread_exit_in_job, Expect::kAbortWithMessage, Mutant::kNone},
+        {"pthread_exit in a job", scenario_pthread_exit_in_job, Expect::kAbortWithMessage, Mutant::kForcedUnwindEscapes},
+        {"cancellation in a job", scenario_cancel_in_job, Expect::kAbortWithMessage, Mutant::kNone},
+        {"cancellation in a job", scenario_cancel_in_job, Expect::kAbortWithMessage, Mutant::kForcedUnwindEscapes},
+        {"pthread_cancel of a worker", scenario_cancel_worker_from_outside, Expect::kClean, Mutant::kNone},
+        {"default size, 1500 CPUs", scenario_many_cpus, Expect::kClean, Mutant::kNone},
+        {"default size, 1500 CPUs", scenario_many_cpus, Expect::kClean, Mutant::kFixedCpuMask},
+    };
+    return all;
+}
+
+// What the runtime prints when a job ends its thread (lib/job.hpp).
+constexpr const char *kAbortMessage = "libblitz: fatal:";
+
+int run_child(size_t index) {
+    const Row &row = rows().at(index);
+    alarm(4 * kHangSeconds);  // a last resort: the scenario bounds its own waits
+    blz::fault::g_mutant.store(row.mutant);
+    blz::fault::g_hook.store(&hook);
+    row.scenario();
+    return 0;
+}
+
+struct ChildResult {
+    int status;
+    std::string output;
+};
+
+ChildResult spawn_child(size_t index) {
+    char path[] = "/tmp/lifetime_checks.XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0) return {-1, "mkstemp failed"};
+    unlink(path);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fd, 2);
+        std::string arg = std::to_string(index);
+        execl("/proc/self/exe", "lifetime_checks", "--child", arg.c_str(), static_cast<char *>(nullptr));
+        _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    std::string output;
+    char buf[4096];
+    lseek(fd, 0, SEEK_SET);
+    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) output.append(buf, static_cast<size_t>(n));
+    close(fd);
+    return {status, output};
+}
+
+// The outcome in words, and whether it is the one the row expects of the real code.
+bool as_expected(const Row &row, const ChildResult &r, std::string &finding) {
+    const int s = r.status;
+    if (WIFEXITED(s)) {
+        finding = WEXITSTATUS(s) == 0 ? "" : WEXITSTATUS(s) == kHang ? "hang" : "exit " + std::to_string(WEXITSTATUS(s));
+    } else if (WIFSIGNALED(s)) {
+        finding = std::string("killed by ") + strsignal(WTERMSIG(s));
+    }
+    // The first line the scenario, the runtime or a sanitizer printed.
+    size_t start = r.output.find("lifetime: ");
+    if (start == std::string::npos) start = r.output.find("libblitz: ");
+    if (start == std::string::npos) start = r.output.find("ERROR: ");
+    if (start != std::string::npos) finding += ": " + r.output.substr(start, r.output.find('\n', start) - start);
+    if (row.expect == Expect::kClean) return WIFEXITED(s) && WEXITSTATUS(s) == 0;
+    return WIFSIGNALED(s) && WTERMSIG(s) == SIGABRT && r.output.find(kAbortMessage) != std::string::npos;
+}
+
+}  // namespace
+
+// Replaces libc's sched_getaffinity for scenario_many_cpus (see there);
+// otherwise the system call itself, as glibc makes it.
+extern "C" int sched_getaffinity(pid_t pid, size_t size, cpu_set_t *mask) noexcept {
+    const int fake = g_fake_cpus.load();
+    if (fake == 0) {
+        long copied = syscall(SYS_sched_getaffinity, pid, size, mask);
+        if (copied < 0) return -1;
+        std::memset(reinterpret_cast<char *>(mask) + copied, 0, size - static_cast<size_t>(copied));
+        return 0;
+    }
+    if (size * 8 < static_cast<size_t>(fake)) {
+        errno = EINVAL;
+        return -1;
+    }
+    std::memset(mask, 0, size);
+    for (int cpu = 0; cpu < fake; ++cpu) CPU_SET_S(static_cast<size_t>(cpu), size, mask);
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc == 3 && std::strcmp(argv[1], "--child") == 0) return run_child(std::strtoul(argv[2], nullptr, 10));
+    const char *only = nullptr;
+    if (argc == 3 && std::strcmp(argv[1], "--only") == 0) {
+        only = argv[2];
+    } else if (argc != 1) {
+        std::fprintf(stderr, "usage: %s [--only SUBSTRING]\n", argv[0]);
+        return 2;
+    }
+    int good = 0, bad = 0;
+    std::printf("%-36s %-36s %-8s %-44s %8s  %s\n", "check", "variant", "result", "method", "time", "finding");
+    for (size_t i = 0; i < rows().size(); ++i) {
+        const Row &row = rows()[i];
+        if (only != nullptr && std::strstr(row.check, only) == nullptr) continue;
+        auto start = Clock::now();
+        ChildResult r = spawn_child(i);
+        double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        std::string finding;
+        const bool expected = as_expected(row, r, finding);
+        const bool real = row.mutant == Mutant::kNone;
+        const char *result = real ? (expected ? "pass" : "FAIL") : (expected ? "MISSED" : "caught");
+        std::printf("%-36s %-36s %-8s %-44s %7.2fs  %s\n", row.check, mutant_name(row.mutant), result,
+                    "pause points, child process", seconds, finding.c_str());
+        if (real && !expected) std::fprintf(stderr, "--- %s: child output ---\n%s", row.check, r.output.c_str());
+        std::fflush(stdout);
+        (real == expected ? good : bad) += 1;
+    }
+    std::printf("lifetime: %d passed, %d failed\n", good, bad);
+    return bad == 0 ? 0 : 1;
+}
