@@ -12,6 +12,15 @@
  * blz_fork_join, blz_call, blz_parallel_for, blz_group_wait) runs other jobs
  * of its own pool while it waits and sleeps when there are none; any other
  * thread blocks without spinning.
+ *
+ * Worker threads belong to their pool. They run with thread cancellation
+ * disabled, so a pthread_cancel aimed at one stays pending and has no
+ * effect. Code the pool runs on a worker (a job, a hook) must not end the
+ * thread: if it calls pthread_exit, or enables cancellation and is
+ * cancelled (or any other unwind that is not a C++ exception leaves it),
+ * libblitz prints "libblitz: fatal: ..." on stderr and aborts the process,
+ * since the pool would otherwise lose the worker's queue and wait for it
+ * for ever. C++ exceptions are caught and reported as BLZ_ETASK.
  */
 
 #ifndef BLITZ_H
@@ -194,9 +203,20 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
  * blz_fork_join, blz_parallel_for or blz_group_spawn on this pool get
  * BLZ_ESHUTDOWN and their work does not run. The pool's own workers are
  * still running accepted work, and what they submit is accepted and run.
- * No call on the pool may start after this function returns. A group that
- * is still alive keeps the pool's few bytes of bookkeeping until
- * blz_group_destroy; its spawns then get BLZ_ESHUTDOWN.
+ * A call that was admitted before (blz_spawn from another thread, say)
+ * may still be posting its task: destroy waits for that call to leave the
+ * pool, not only for its task.
+ *
+ * No call on the pool may start after this function returns, and a call
+ * that overlaps its return is not safe either: destroy can wait only for
+ * the calls it admitted, and a call from another thread reads the pool to
+ * learn whether it is admitted or refused. So every call that runs
+ * concurrently with destroy must have been admitted or refused before
+ * destroy returns (for example: the calling threads are stopped, or have
+ * said they are done, before destroy is called). Calls through a group
+ * are the exception: a group that is still alive keeps the pool's
+ * bookkeeping (about 128 bytes per worker) until blz_group_destroy, and
+ * its spawns then get BLZ_ESHUTDOWN at any time.
  *
  * Any thread except the pool's own workers.
  *

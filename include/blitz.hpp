@@ -14,9 +14,10 @@
  * whatever the user's code throws, stores it as a std::exception_ptr next
  * to the call, and returns normally; the C++ side rethrows it once the C
  * call has returned. No C++ exception ever unwinds through the library.
- * (The one thing let through is glibc's thread-cancellation unwind,
- * abi::__forced_unwind, which is not an error and which the library itself
- * lets through too.)
+ * (The one thing let through is an unwind that is not a C++ exception,
+ * such as glibc's thread cancellation or pthread_exit: it reaches the
+ * library, which stops the process, since a worker thread cannot end
+ * inside a job; see blitz.h.)
  *
  * Failures of the C API itself (a status other than BLZ_OK) are thrown as
  * blz::error, which carries the status.
@@ -66,10 +67,6 @@
 #include <utility>
 #include <variant>
 
-#if defined(__GLIBCXX__)
-#include <cxxabi.h>
-#endif
-
 /** The C++ layer of libblitz. */
 namespace blz {
 
@@ -107,14 +104,16 @@ template <class Body, class OnError>
 void guard(Body &&body, OnError &&on_error) {
     try {
         body();
-    }
-#if defined(__GLIBCXX__)
-    catch (abi::__forced_unwind &) {
-        throw;  // thread cancellation: not an error, and it must keep unwinding
-    }
-#endif
-    catch (...) {
-        on_error(std::current_exception());
+    } catch (...) {
+        std::exception_ptr caught = std::current_exception();
+        // Empty for an unwind that is not a C++ exception: glibc's thread
+        // cancellation or pthread_exit (abi::__forced_unwind), another
+        // language's exception. Not an error to carry: it goes on to the
+        // library, which stops the process (blitz.h). Caught here rather
+        // than by type, since catching abi::__forced_unwind by reference
+        // binds the reference to no object.
+        if (!caught) throw;
+        on_error(caught);
     }
 }
 

@@ -3,7 +3,8 @@
 //
 // ChaosSync has StdSync's members, but each atomic operation, lock, unlock,
 // futex wait or wake and fence of the classes written against the policy (the deque,
-// the injector, the counters, the core latch and the sleep protocol) is
+// the injector, the counters, the core latch, the sleep protocol and the
+// pool's admission word) is
 // preceded and followed by a chaos point: usually nothing, sometimes a
 // sched_yield, now and then a sleep of a few microseconds. This stretches
 // the windows between the protocol's steps far beyond what a normal run
@@ -88,6 +89,10 @@ public:
     T fetch_sub(T value, std::memory_order order = std::memory_order_seq_cst) noexcept {
         Around chaos;
         return value_.fetch_sub(value, order);
+    }
+    T fetch_or(T value, std::memory_order order = std::memory_order_seq_cst) noexcept {
+        Around chaos;
+        return value_.fetch_or(value, order);
     }
 
     // The word itself, for the futex calls of the sleep protocol.

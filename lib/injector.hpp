@@ -39,7 +39,7 @@ public:
     bool push(Node *node) {
         // relaxed: `pushed_` is the injector's half of the store-buffering
         // pair in the sleep protocol, and the poster's seq-cst fence
-        // (Sleep::new_injected_jobs) orders it; it is that fence, not this
+        // (Sleep::new_shared_jobs) orders it; it is that fence, not this
         // increment, that the protocol relies on.
         uint64_t before = pushed_.fetch_add(1, std::memory_order_relaxed);
         bool was_empty = before == popped_.load(std::memory_order_relaxed);  // relaxed: a hint for the wake decision

@@ -4,8 +4,9 @@
 #pragma once
 
 #include <atomic>
-#include <cxxabi.h>
+#include <exception>
 
+#include "fault.hpp"
 #include "latch.hpp"
 
 namespace blz {
@@ -47,17 +48,38 @@ extern constinit thread_local const TaskFrame *t_task_frames __attribute__((tls_
 // Counts a task that ended by an exception in the calling worker's pool.
 void count_task_failure();
 
+// User code on a worker was left by an unwind that is not a C++
+// exception: glibc's forced unwind (pthread_exit, or a cancellation the
+// code enabled itself: workers run with cancellation disabled), or another
+// language's exception. A worker cannot end inside user code: its deque,
+// its sleep state and the jobs whose frames are on its stack would be
+// lost, its pool's destroy would wait for it for ever, and unwinding the
+// runtime's frames would leave a stack job queued on a dead frame; a
+// foreign exception has no C++ object to report. So the process ends
+// here, with a message on stderr. `what` names the user code ("a job").
+[[noreturn]] void die_unwound_out_of(const char *what);
+
+// Called in a catch (...) handler on a worker: stops the process unless
+// the exception being handled is a C++ one. Asked through
+// std::current_exception(), which is empty for an unwind that is not a C++
+// exception, rather than by catching abi::__forced_unwind by reference,
+// which binds the reference to no object (UBSan reports it).
+inline void stop_unless_cxx_exception(const char *what) {
+    if (std::current_exception()) return;
+    if (BLZ_FAULT_MUTANT(kForcedUnwindEscapes)) throw;  // rethrows the unwind
+    die_unwound_out_of(what);
+}
+
 // Runs user code at the runtime's boundary, on a worker: an exception is
-// caught, counted, and reported as false. Thread cancellation's forced
-// unwind is not an error of the task and keeps unwinding.
+// caught, counted, and reported as false; any other unwind stops the
+// process (die_unwound_out_of).
 template <class F>
 bool run_guarded(F &&f) {
     try {
         f();
         return true;
-    } catch (abi::__forced_unwind &) {
-        throw;
     } catch (...) {
+        stop_unless_cxx_exception("a job");
         count_task_failure();
         return false;
     }

@@ -1,7 +1,10 @@
 #include "job_memory.hpp"
 
 #include <new>
+#include <pthread.h>
+#include <type_traits>
 
+#include "fault.hpp"
 #include "task.hpp"
 
 namespace blz {
@@ -16,41 +19,102 @@ static_assert(kBlockSize >= sizeof(FreeBlock), "a free block holds its link");
 // blocks of tasks this thread joined, of which it keeps a bounded number.
 constexpr std::size_t kJoinedBlocksKept = 1024;
 
+// Trivially destructible, so that it registers no C++ TLS destructor: glibc
+// allocates for that registration at a thread's first use of such an
+// object and treats the allocation's failure as fatal, which turned a
+// thread's first spawn under memory pressure into an abort instead of
+// BLZ_ENOMEM. The blocks are freed at thread exit by a pthread key's
+// destructor instead, whose registration reports failure as a status.
 struct ThreadCache {
-    FreeBlock *recycled = nullptr;
-    FreeBlock *joined = nullptr;
-    std::size_t joined_count = 0;
+    FreeBlock *recycled;
+    FreeBlock *joined;
+    std::size_t joined_count;
+    bool registered;  // the key's destructor will free this thread's blocks
+};
+static_assert(std::is_trivially_destructible_v<ThreadCache>);
 
-    ThreadCache() = default;
-    ThreadCache(const ThreadCache &) = delete;
-    ThreadCache &operator=(const ThreadCache &) = delete;
-    ~ThreadCache() {
-        free_list(recycled);
-        free_list(joined);
+constinit thread_local ThreadCache t_cache __attribute__((tls_model("initial-exec"))) = {};
+
+FreeBlock *pop(FreeBlock *&list) {
+    FreeBlock *block = list;
+    if (block != nullptr) list = block->next;
+    return block;
+}
+
+void free_list(FreeBlock *list) {
+    while (FreeBlock *block = pop(list)) ::operator delete(block, kBlockSize);
+}
+
+// At thread exit (the key's destructor), after the thread's C++ thread_local
+// destructors, which may still spawn. The cache is left empty and valid:
+// a pthread key destructor that runs after this one may spawn again, and
+// registers the cache again, so that glibc calls this once more (up to
+// PTHREAD_DESTRUCTOR_ITERATIONS rounds; blocks cached after the last are lost).
+void free_thread_cache(void *) {
+    ThreadCache &cache = t_cache;
+    free_list(cache.recycled);
+    free_list(cache.joined);
+    if (BLZ_FAULT_MUTANT(kCacheKeepsFreedLists)) return;
+    cache = ThreadCache{};
+}
+
+// The key, made when the library is loaded and deleted when it is unloaded
+// (or at process exit): a key whose destructor outlived the library's code
+// would be called into unmapped memory. Threads that end after that keep
+// their blocks (the process is ending) and threads that have not cached yet
+// cache nothing.
+class CacheKey {
+public:
+    CacheKey() : made_(pthread_key_create(&key_, &free_thread_cache) == 0) {}
+    ~CacheKey() {
+        if (made_) pthread_key_delete(key_);
+    }
+    CacheKey(const CacheKey &) = delete;
+    CacheKey &operator=(const CacheKey &) = delete;
+
+    // Whether the calling thread may keep blocks in `cache`: only once the
+    // key's destructor will free them. False when the key or its slot for
+    // this thread could not be made (pthread_setspecific: ENOMEM).
+    bool registered(ThreadCache &cache) const {
+        if (cache.registered) return true;
+        if (!made_ || pthread_setspecific(key_, &cache) != 0) return false;
+        cache.registered = true;
+        return true;
     }
 
-    static FreeBlock *pop(FreeBlock *&list) {
-        FreeBlock *block = list;
-        if (block != nullptr) list = block->next;
-        return block;
-    }
-
-    static void free_list(FreeBlock *list) {
-        while (FreeBlock *block = pop(list)) ::operator delete(block, kBlockSize);
-    }
+private:
+    pthread_key_t key_{};
+    bool made_;
 };
 
-thread_local ThreadCache t_cache;
+const CacheKey g_cache_key;
+
+#if defined(BLZ_FAULT_INJECTION)
+// The mutant kCacheTlsDestructor: a C++ thread_local with a destructor,
+// used at each thread's first spawn as the cache used to be.
+struct TlsDestructorProbe {
+    bool used = false;
+    ~TlsDestructorProbe() {}  // user-provided: glibc must register it
+};
+thread_local TlsDestructorProbe t_probe;
+#endif
+
+ThreadCache &thread_cache() {
+#if defined(BLZ_FAULT_INJECTION)
+    if (BLZ_FAULT_MUTANT(kCacheTlsDestructor)) t_probe.used = true;
+#endif
+    return t_cache;
+}
 
 }  // namespace
 
-JobRecycler::~JobRecycler() { ThreadCache::free_list(head_.load(std::memory_order_relaxed)); }
+JobRecycler::~JobRecycler() { free_list(head_.load(std::memory_order_relaxed)); }
 
 void *allocate_job_block(JobRecycler &recycler) {
-    ThreadCache &cache = t_cache;
-    if (cache.recycled == nullptr) cache.recycled = recycler.take_all();
-    if (FreeBlock *block = ThreadCache::pop(cache.recycled)) return block;
-    if (FreeBlock *block = ThreadCache::pop(cache.joined)) {
+    ThreadCache &cache = thread_cache();
+    if (cache.recycled == nullptr && g_cache_key.registered(cache)) cache.recycled = recycler.take_all();
+    if (FreeBlock *block = pop(cache.recycled)) return block;
+    if (FreeBlock *block = pop(cache.joined)) {
         --cache.joined_count;
         return block;
     }
@@ -58,8 +122,8 @@ void *allocate_job_block(JobRecycler &recycler) {
 }
 
 void release_job_block_here(void *block) {
-    ThreadCache &cache = t_cache;
-    if (cache.joined_count == kJoinedBlocksKept) {
+    ThreadCache &cache = thread_cache();
+    if (cache.joined_count == kJoinedBlocksKept || !g_cache_key.registered(cache)) {
         ::operator delete(block, kBlockSize);
         return;
     }

@@ -29,6 +29,11 @@ void on_fork_child() {
 const int g_atfork_registered = pthread_atfork(nullptr, nullptr, &on_fork_child);
 
 void *thread_main(void *worker) {
+    // The thread is the pool's, not its jobs': a pthread_cancel aimed at it
+    // stays pending for ever instead of ending it inside the runtime (a job
+    // that enables cancellation and is cancelled stops the process:
+    // die_unwound_out_of).
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, nullptr);
     Worker &w = *static_cast<Worker *>(worker);
     w.registry().run_worker(w);
     return nullptr;
@@ -59,14 +64,23 @@ uint32_t num_threads_from_environment() {
     return static_cast<uint32_t>(value);
 }
 
+// The CPUs in this thread's affinity mask. The kernel refuses (EINVAL) a
+// buffer smaller than its own mask, whose size depends on the machine
+// (CONFIG_NR_CPUS, more than 1024 on large ones): grow until it fits.
 uint32_t cpus_in_affinity_mask() {
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
-    int count = CPU_COUNT(&set);
-    return count > 0 ? static_cast<uint32_t>(count) : 1;
+    size_t cpus = BLZ_FAULT_MUTANT(kFixedCpuMask) ? CPU_SETSIZE : 1024;
+    for (; cpus <= (size_t{1} << 20); cpus *= 2) {
+        cpu_set_t *set = CPU_ALLOC(cpus);
+        if (set == nullptr) return 1;
+        size_t size = CPU_ALLOC_SIZE(cpus);
+        int count = sched_getaffinity(0, size, set) == 0 ? CPU_COUNT_S(size, set) : -1;
+        int error = errno;
+        CPU_FREE(set);
+        if (count > 0) return static_cast<uint32_t>(count);
+        if (count == 0 || error != EINVAL || BLZ_FAULT_MUTANT(kFixedCpuMask)) return 1;
+    }
+    return 1;
 }
-
-uint64_t active_of(uint64_t state) { return state & (((uint64_t{1} << 31) - 1) << 2); }
 
 }  // namespace
 
@@ -88,7 +102,7 @@ Registry::Registry(uint32_t num_threads, const blz_pool_config &config)
     std::snprintf(name_prefix_, sizeof(name_prefix_), "%s", prefix);
 }
 
-Registry::~Registry() { BLZ_FAULT_POINT(kRegistryFreed, this); }
+Registry::~Registry() = default;
 
 blz_status Registry::create(const blz_pool_config &config, Registry **out) {
     uint32_t num_threads = resolve_num_threads(config.num_threads);
@@ -170,63 +184,35 @@ void Registry::run_worker(Worker &worker) {
 void Registry::run_user_hook(blz_thread_fn hook, uint32_t index) {
     try {
         hook(hook_user_, index);
-    } catch (abi::__forced_unwind &) {
-        throw;
     } catch (...) {
+        stop_unless_cxx_exception("an on_thread_start or on_thread_stop hook");
         // A hook has nobody to report to; the documented rule is to ignore it.
     }
 }
 
-blz_status Registry::enter() {
-    Worker *worker = Worker::current();
-    const bool own_worker = worker != nullptr && &worker->registry() == this;
-    // relaxed: only the count matters here. The accepted job is published
-    // by the queue it goes into; leave() carries the release to the destroyer.
-    uint64_t state = state_.load(std::memory_order_relaxed);
-    for (;;) {
-        blz_status refusal = BLZ_OK;
-        if (state & kClosed) {
-            // [A1] a worker still inside counted work may add to it.
-            if (!own_worker || active_of(state) == 0) refusal = BLZ_ESHUTDOWN;
-        }
-        if (refusal == BLZ_OK && active_of(state) == kActiveMask) refusal = BLZ_ENOMEM;
-        if (refusal != BLZ_OK || state_.compare_exchange_weak(state, state + kOneActive, std::memory_order_relaxed,
-                                                              std::memory_order_relaxed)) {
-            BLZ_FAULT_POINT(kEntered, this);
-            return refusal;
-        }
-    }
+bool Registry::is_own(const Worker *worker) const { return worker != nullptr && &worker->registry() == this; }
+
+blz_status Registry::enter(uint64_t units) {
+    blz_status status = admission_.enter(is_own(Worker::current()), units);
+    BLZ_FAULT_POINT(kEntered, this);
+    return status;
 }
 
-void Registry::leave() {
-    // acq_rel: release hands the work's effects to the destroyer; acquire
-    // makes drained_ (written before CLOSED) visible to the last leaver.
-    uint64_t state = state_.fetch_sub(kOneActive, std::memory_order_acq_rel) - kOneActive;
-    if ((state & (kClosed | kActiveMask)) == kClosed) drained_->set();  // [A1] exactly once
-}
-
-blz_status Registry::acquire_ref() {
-    uint64_t state = state_.load(std::memory_order_relaxed);  // relaxed: a count, as in enter()
-    for (;;) {
-        if (state & kClosed) return BLZ_ESHUTDOWN;
-        if ((state >> 33) == (uint64_t{1} << 31) - 1) return BLZ_ENOMEM;
-        if (state_.compare_exchange_weak(state, state + kOneRef, std::memory_order_relaxed,
-                                         std::memory_order_relaxed)) {
-            return BLZ_OK;
-        }
-    }
+void Registry::leave(uint64_t units) {
+    if (admission_.leave(units)) drained_->set();  // [A1] exactly once
 }
 
 void Registry::release_ref() {
-    // acq_rel: whoever frees sees every other user's last access. [A3]
-    uint64_t state = state_.fetch_sub(kOneRef, std::memory_order_acq_rel) - kOneRef;
-    if (state == (kClosed | kDestroyed)) delete this;
+    if (admission_.release_ref()) free_memory();
 }
 
 void Registry::mark_destroyed() {
-    // acq_rel: as in release_ref. [A3]
-    uint64_t state = state_.fetch_or(kClosed | kDestroyed, std::memory_order_acq_rel);
-    if ((state >> 33) == 0) delete this;
+    if (admission_.mark_destroyed()) free_memory();
+}
+
+void Registry::free_memory() {
+    BLZ_FAULT_POINT(kRegistryFreed, this);
+    delete this;  // the sleep states, the injector and the recycler with it
 }
 
 void Registry::submit(QueuedJob *job) {
@@ -238,17 +224,22 @@ void Registry::submit(QueuedJob *job) {
 void Registry::inject(QueuedJob *job) {
     bool was_empty = injector_.push(job);
     BLZ_FAULT_POINT(kInjectedBeforePost, this);
-    sleep_.new_injected_jobs(1, was_empty);
+    sleep_.new_shared_jobs(1, [was_empty] { return was_empty; });
+}
+
+bool Registry::has_shared_jobs() const {
+    if (injector_.has_jobs()) return true;
+    for (uint32_t i = 0; i < num_threads_; ++i) {
+        if (workers_[i].offers_tasks()) return true;
+    }
+    return false;
 }
 
 void Registry::shut_down() {
     Parker parker;
     Latch drained(Latch::current_thread(&parker));
     drained_ = &drained;
-    // acq_rel: release publishes drained_ to the last leaver; acquire sees
-    // the work of everyone who left before.
-    uint64_t state = state_.fetch_or(kClosed, std::memory_order_acq_rel);
-    if (active_of(state) != 0) {
+    if (admission_.close() != 0) {
         BLZ_FAULT_POINT(kDestroyWaitsForWork, this);
         drained.wait();
     }
@@ -266,8 +257,9 @@ blz_status Registry::destroy() {
     Worker *worker = Worker::current();
     if (worker != nullptr && &worker->registry() == this) return BLZ_EDEADLK;
     shut_down();
+    // The deques go now; the sleep states stay with the struct, for a latch
+    // setter that pinned it and has yet to make its wake-up call.
     free_workers();
-    sleep_.release();
     mark_destroyed();
     return BLZ_OK;
 }
@@ -278,10 +270,7 @@ void Registry::destroy_in_forked_child() {
     // parent's accepted work never finishes here, so its count is dropped.
     sleep_.abandon();
     free_workers();
-    uint64_t state = state_.load(std::memory_order_relaxed);
-    while (!state_.compare_exchange_weak(state, state & ~kActiveMask, std::memory_order_relaxed,
-                                         std::memory_order_relaxed)) {
-    }
+    admission_.drop_active_work();
     mark_destroyed();
 }
 

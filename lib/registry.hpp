@@ -1,25 +1,23 @@
 // Registry: one pool. Owns the workers, the sleep state and the injector,
 // admits work, and takes the pool down.
 //
-// Admission and lifetime share one 64-bit word, `state_`:
-//   bit 0      CLOSED     destroy has begun: threads outside the pool are refused
-//   bit 1      DESTROYED  destroy has finished; the struct lives on only for groups
-//   bits 2-32  ACTIVE     accepted work not finished (tasks, calls from outside)
-//   bits 33-63 REFS       groups that still point at this pool
-// Invariants:
-//  [A1] After CLOSED, ACTIVE only grows through work submitted by work that
-//       is itself counted, so once ACTIVE reaches 0 it stays 0, and exactly
-//       one leave() sees the transition and sets the destroyer's latch.
-//  [A2] Every queued job belongs to counted work, so when ACTIVE is 0 after
-//       CLOSED every queue is empty and the workers may stop.
-//  [A3] The struct is freed by whoever makes the word CLOSED|DESTROYED with
-//       REFS 0: destroy itself, or the last group to go.
+// Lifetimes (docs/protocol.md, "Lifetimes", has the whole table):
+//  - The Registry struct, with its sleep state, injector and job recycler,
+//    lives until the word in `admission_` says CLOSED|DESTROYED with no
+//    REFS (admission.hpp [A3]): destroy has joined the workers, no group
+//    holds it, and no latch setter has it pinned.
+//  - The workers (their deques) live until destroy has joined their
+//    threads; only the pool's own workers and admitted callers touch them.
+//  - A thread that is not one of the pool's workers touches the pool only
+//    between an admission (enter) and its leave, or while it holds a REF;
+//    a worker of the pool touches it until its thread is joined.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <pthread.h>
 
+#include "admission.hpp"
 #include "blitz.h"
 #include "injector.hpp"
 #include "job_memory.hpp"
@@ -53,16 +51,32 @@ public:
     // A detached task's memory, handed back for the next spawn into this pool.
     void recycle(void *block) { recycler_.give(block); }
 
-    // Admission. BLZ_OK, BLZ_ESHUTDOWN or BLZ_ENOMEM (the count is full).
-    // The pool's own workers are admitted while accepted work still runs;
-    // every other thread is refused once destroy has begun.
-    blz_status enter();
-    // Accepted work is finished.
-    void leave();
+    // Admission of `units` of work (see admission.hpp: an outside spawn
+    // takes two, one for its task and one for the call itself). BLZ_OK,
+    // BLZ_ESHUTDOWN or BLZ_ENOMEM (the count is full). The pool's own
+    // workers are admitted while accepted work still runs; every other
+    // thread is refused once destroy has begun.
+    blz_status enter(uint64_t units = 1);
+    // `units` of accepted work are finished: the caller's last access to
+    // the pool unless it is one of its workers or holds a ref.
+    void leave(uint64_t units = 1);
 
-    // Groups keep the struct alive. acquire_ref refuses once destroy began.
-    blz_status acquire_ref();
+    // Groups keep the memory. acquire_ref refuses once destroy began.
+    blz_status acquire_ref() { return admission_.acquire_ref(); }
     void release_ref();
+    // A thread about to wake one of this pool's workers from outside the
+    // pool (Latch::set) keeps the memory until its wake-up call returned.
+    // Only while that worker cannot have left its wait (admission.hpp [A4]).
+    void pin() { admission_.pin(); }
+    void unpin() { release_ref(); }
+
+    // Whether `worker` (nullptr: not a worker at all) is one of this pool's.
+    bool is_own(const Worker *worker) const;
+
+    // After a seq-cst fence (a sleeper's final check, a hand-off): whether
+    // a shared job is queued, in the injector or as a public task on a
+    // worker's deque (sleep.hpp).
+    bool has_shared_jobs() const;
 
     // Queues a job: on the calling worker's deque if it is one of ours,
     // else through the injector.
@@ -90,12 +104,6 @@ public:
     void run_worker(Worker &worker);
 
 private:
-    static constexpr uint64_t kClosed = 1;
-    static constexpr uint64_t kDestroyed = 2;
-    static constexpr uint64_t kOneActive = 4;
-    static constexpr uint64_t kActiveMask = ((uint64_t{1} << 31) - 1) << 2;
-    static constexpr uint64_t kOneRef = uint64_t{1} << 33;
-
     Registry(uint32_t num_threads, const blz_pool_config &config);
     ~Registry();
 
@@ -105,9 +113,10 @@ private:
     void shut_down();
     void destroy_in_forked_child();
     void mark_destroyed();
+    void free_memory();
     void run_user_hook(blz_thread_fn hook, uint32_t index);
 
-    alignas(kCacheLine) std::atomic<uint64_t> state_{0};
+    alignas(kCacheLine) Admission<> admission_;
     Latch *drained_ = nullptr;  // the destroyer's latch; written before CLOSED
 
     Sleep<> sleep_;

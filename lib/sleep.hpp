@@ -9,12 +9,25 @@
 //     latch UNSET -> SLEEPY; lock own mutex; latch SLEEPY -> SLEEPING;
 //     JEC still the remembered value? else search again (from "sleepy");
 //     +1 sleeping in the same CAS that re-checks the JEC;
-//     seq-cst fence; final check of the injector;
+//     seq-cst fence; final check of the shared jobs (the injector, and
+//     the tasks spawned onto workers' deques);
 //     blocked = 1; unlock; block on the futex word `blocked` until a
 //     waker clears it.
-// A poster publishes its job, (injector only: seq-cst fence), turns an even
-// JEC odd, and wakes at most num_jobs sleepers, decrementing `sleeping` for
-// each worker it wakes (the waker decrements, never the woken worker).
+// A poster publishes its job, (shared jobs only: seq-cst fence), turns an
+// even JEC odd, and wakes at most num_jobs sleepers, decrementing `sleeping`
+// for each worker it wakes (the waker decrements, never the woken worker).
+//
+// Two kinds of posts. *Internal* jobs (fork-join halves) are run by their
+// owner if nobody steals them, so a sleeper that misses one costs
+// parallelism, never progress: no fence. *Shared* jobs (injected jobs,
+// spawned tasks) may have nobody else to run them: the injector has no
+// owner, and a worker that spawned a task may block outside the runtime
+// before it returns to its deque. Their posts take the fence, and the final
+// check before sleeping looks for them.
+//
+// Lifetime: a WorkerSleepState lives as long as the pool's struct
+// (Registry), which a thread outside the pool that wakes a worker keeps
+// alive by a pin (Latch::set, admission.hpp [A4]).
 #pragma once
 
 #include <algorithm>
@@ -57,7 +70,7 @@ struct IdleState {
 enum class IdleOutcome {
     kKeepLooking,  // yielded (or got sleepy); search again
     kLatchSet,     // the awaited latch was set on the way to sleep
-    kAborted,      // the last check found new work (JEC changed or injected job)
+    kAborted,      // the last check found new work (JEC changed or a shared job)
     kWoken,        // blocked, then woken
 };
 
@@ -130,22 +143,22 @@ public:
 
     // The worker leaves the idle state: it found a job, or its latch was
     // set. A poster that saw this worker idle did not wake anyone for its
-    // injected job; if we were the last awake searcher and injected work is
-    // still queued, hand it to one sleeper instead of leaving it behind the
+    // shared job; if we were the last awake searcher and shared jobs are
+    // still queued, hand them to one sleeper instead of leaving them behind the
     // job we are about to run (Rayon wakes up to two here; one suffices, and
     // keeps bursts at no more than one wake-up per job).
-    template <class HasInjectedJobs>
-    void work_found(uint32_t worker_index, HasInjectedJobs &&has_injected_jobs) {
+    template <class HasSharedJobs>
+    void work_found(uint32_t worker_index, HasSharedJobs &&has_shared_jobs) {
         Counters after{counters_.sub_inactive_thread() - Counters::kOneInactive};
         WorkerSleepState &st = states_[worker_index];
         if (st.woken_idle) st.woken_idle = false;
         if (after.sleeping() == 0 || after.awake_but_idle() != 0) return;
         // seq-cst fence: a poster whose post only *read* the counters (JEC
         // already odd) and saw us idle forms a store-buffering pair with
-        // us; with its inject fence, either it saw us active (and woke
+        // us; with its shared-job fence, either it saw us active (and woke
         // someone) or we see its job here.
         Sync::full_fence();
-        if (has_injected_jobs()) wake_any_threads(1);
+        if (has_shared_jobs()) wake_any_threads(1);
     }
 
     // One idle round without work. `max_searching`: once more workers than
@@ -153,8 +166,8 @@ public:
     // and gets sleepy now: searchers beyond the CPUs the pool may use only
     // take turns on them with the workers that have work. Skipping rounds
     // changes only when a worker sleeps, never how (the protocol below).
-    template <class HasInjectedJobs>
-    IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasInjectedJobs &&has_injected_jobs,
+    template <class HasSharedJobs>
+    IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs,
                               uint32_t max_searching = UINT32_MAX) {
         if (idle.rounds < kSleepy) {
             if (counters_.load().awake_but_idle() <= max_searching) {
@@ -175,7 +188,7 @@ public:
             Sync::yield();
             return IdleOutcome::kKeepLooking;
         }
-        return sleep(idle, latch, has_injected_jobs);
+        return sleep(idle, latch, has_shared_jobs);
     }
 
     // --- the poster's side ---
@@ -198,15 +211,19 @@ public:
         wake_for_jobs(c, std::min(num_jobs, awake_limit - awake), queue_was_empty());
     }
 
-    // Jobs pushed into the injector. The seq-cst fence is the poster's half
-    // of the store-buffering pair with sleep()'s fence: either this fence
-    // comes first in S and the sleeper's final check sees the job, or the
-    // sleeper's comes first and the counters read below show it sleeping.
-    void new_injected_jobs(uint32_t num_jobs, bool queue_was_empty) {
+    // Shared jobs, already visible in their queue (pushed into the
+    // injector, or published on the spawning worker's deque). The seq-cst
+    // fence is the poster's half of the store-buffering pair with sleep()'s
+    // fence: either this fence comes first in S and the sleeper's final
+    // check sees the job, or the sleeper's comes first and the counters
+    // read below show it sleeping. No awake limit: a task may block, and
+    // its siblings should not wait for it. `queue_was_empty` as above.
+    template <class QueueWasEmpty>
+    void new_shared_jobs(uint32_t num_jobs, QueueWasEmpty &&queue_was_empty) {
         if constexpr (Sync::kMutant != Mutant::kNoInjectFence) Sync::full_fence();
         Counters c = counters_.post_event();
         if (c.sleeping() == 0) return;
-        wake_for_jobs(c, num_jobs, queue_was_empty);
+        wake_for_jobs(c, num_jobs, queue_was_empty());
     }
 
     // Wakes `index` if it is blocked; the waker decrements `sleeping`. True
@@ -226,7 +243,9 @@ public:
             if constexpr (Sync::kMutant != Mutant::kSleeperDecrements) counters_.sub_sleeping_thread();
         }
         // After unlocking, so that the sleeper, once running, finds the mutex
-        // free. The state outlives every waker: it is freed with the pool.
+        // free. The state outlives this call: a waker from outside the pool
+        // has pinned it (Latch::set), one of its workers is joined before it
+        // is freed. A futex wake is harmless even on reused memory (futex.hpp).
         Sync::wake_one(st.blocked);
         return true;
     }
@@ -282,8 +301,8 @@ private:
         }
     }
 
-    template <class HasInjectedJobs>
-    IdleOutcome sleep(IdleState &idle, CoreLatch<Sync> &latch, HasInjectedJobs &&has_injected_jobs) {
+    template <class HasSharedJobs>
+    IdleOutcome sleep(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs) {
         if (!latch.get_sleepy()) return IdleOutcome::kLatchSet;
 
         WorkerSleepState &st = states_[idle.worker_index];
@@ -313,11 +332,11 @@ private:
         }
 
         // The sleeper's half of the store-buffering pair with
-        // new_injected_jobs(): after this fence, either we see the injected
+        // new_shared_jobs(): after this fence, either we see the shared
         // job below, or its poster sees us in `sleeping` and wakes us.
         if constexpr (Sync::kMutant != Mutant::kNoSleepFence) Sync::full_fence();
 
-        if (has_injected_jobs()) {
+        if (has_shared_jobs()) {
             // Nobody woke us, so we undo our own registration.
             counters_.sub_sleeping_thread();
             idle.wake_fully();

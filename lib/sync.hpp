@@ -1,6 +1,6 @@
 // The synchronisation policy the core classes are written against.
 //
-// Deque, AtomicCounters, CoreLatch and Sleep take a `Sync` template
+// Deque, AtomicCounters, CoreLatch, Sleep, Injector and Admission take a `Sync` template
 // parameter instead of naming std::atomic directly, so that a model checker
 // (Relacy) can instantiate the same code with its own atomics, mutexes and
 // fences. A policy provides:
@@ -37,7 +37,7 @@ namespace blz {
 // policy selects kNone, so the runtime's code is exactly the correct one.
 enum class Mutant {
     kNone,
-    kNoInjectFence,         // Sleep::new_injected_jobs without its fence
+    kNoInjectFence,         // Sleep::new_shared_jobs without its fence
     kNoSleepFence,          // Sleep::sleep without the fence before the final check
     kJecSavedBeforeChange,  // a sleepy worker remembers the JEC before its own change
     kBlitzJecDirection,     // the sleepy worker also increments only when even
@@ -47,6 +47,9 @@ enum class Mutant {
     kRelaxedPublish,        // Deque::publish stores split_ relaxed, not release
     kNoPublicPopFence,      // Deque::pop_public without its fence
     kLatchIgnoresSleepy,    // Sleep::sleep blocks although fall_asleep() failed
+    kSpawnCountsOnlyTask,   // in the model's restatement of spawn_task (tests/relacy): no unit for the call
+    kNoPinOnLatchSet,       // in the model's restatement of Latch::set (tests/relacy): the pool not pinned
+    kChecksOnlyInjector,    // in the model's restatement of Registry::has_shared_jobs (tests/relacy)
 };
 
 // The runtime's policy. In the chaos build (BLZ_CHAOS, lib/chaos.hpp) the

@@ -4,9 +4,11 @@
 #include <memory>
 #include <new>
 
+#include "fault.hpp"
 #include "group.hpp"
 #include "job_memory.hpp"
 #include "registry.hpp"
+#include "worker.hpp"
 
 namespace blz {
 
@@ -142,18 +144,26 @@ bool is_running_on_this_thread(const Group *group) {
 }
 
 blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, Group *group, blz_task **out_task) {
-    blz_status admitted = registry.enter();
+    // From a thread that is not one of the pool's workers, the call itself
+    // is admitted too, until its last access to the pool (the post after
+    // queueing): its task may run and leave before that, and destroy must
+    // not free the pool under the call (admission.hpp). The pool's own
+    // workers need no such unit: destroy joins them before freeing.
+    const bool outside = !registry.is_own(Worker::current()) && !BLZ_FAULT_MUTANT(kSpawnCountsOnlyTask);
+    const uint64_t units = outside ? 2 : 1;
+    blz_status admitted = registry.enter(units);
     if (admitted != BLZ_OK) return admitted;
     bool detached = out_task == nullptr;
     void *block = allocate_job_block(registry.recycler());
     if (block == nullptr) {
-        registry.leave();
+        registry.leave(units);
         return BLZ_ENOMEM;
     }
     auto *task = new (block) SpawnedJob(registry, fn, arg, group, detached);
     if (group != nullptr) group->task_added();
     if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
     registry.submit(task);  // the task may run and (if detached) be freed from here on
+    if (outside) registry.leave();  // the call's unit: its last access to the pool
     return BLZ_OK;
 }
 

@@ -1,5 +1,9 @@
 #include "worker.hpp"
 
+#include <cstdlib>
+#include <cstring>
+#include <unistd.h>
+
 #include "fault.hpp"
 
 namespace blz {
@@ -29,7 +33,7 @@ Worker::Worker(Registry &registry, uint32_t index)
 
 void Worker::wait_until(CoreLatch<> &latch) {
     Sleep<> &sleep = *sleep_;
-    auto has_injected_jobs = [this] { return registry_->injector().has_jobs(); };
+    auto has_shared_jobs = [this] { return registry_->has_shared_jobs(); };
     while (!latch.probe()) {
         // One search while still active: a worker fed by steals or by the
         // injector (a stream of spawns from outside) goes from job to job
@@ -44,11 +48,11 @@ void Worker::wait_until(CoreLatch<> &latch) {
         while (!latch.probe()) {
             found = find_work(woken);
             if (found != nullptr) break;
-            woken = sleep.no_work_found(idle, latch, has_injected_jobs, fork_awake_limit_) == IdleOutcome::kWoken;
+            woken = sleep.no_work_found(idle, latch, has_shared_jobs, fork_awake_limit_) == IdleOutcome::kWoken;
         }
         // Leaving the idle state: we found a job, or the latch was set (the
         // work we were waiting for is done: also a reason to be awake).
-        sleep.work_found(index_, has_injected_jobs);
+        sleep.work_found(index_, has_shared_jobs);
         if (found == nullptr) return;
         execute(found);
     }
@@ -62,6 +66,7 @@ Job *Worker::find_work(bool woken) {
         if (Job *job = registry_->injector().pop()) return job;
     }
     if (Job *job = pop()) return job;
+    no_public_tasks();  // an empty pop: our deque is empty
     if (Job *job = steal()) return job;
     return registry_->injector().pop();
 }
@@ -89,6 +94,18 @@ Job *Worker::steal() {
 
 void count_task_failure() { Worker::current()->registry().count_task_failure(); }
 
+void die_unwound_out_of(const char *what) {
+    // write(2), not stdio: nothing here may allocate or take a lock the
+    // unwound code might hold.
+    auto say = [](const char *text) { (void)!write(STDERR_FILENO, text, std::strlen(text)); };
+    say("libblitz: fatal: ");
+    say(what);
+    say(" on a worker thread was left by an unwind that is not a C++ exception (pthread_exit, a "
+        "cancellation it enabled, or another language's exception); a worker thread cannot end "
+        "inside user code, so the process stops here\n");
+    std::abort();
+}
+
 Latch::Waiter Latch::current_thread(Parker *parker) {
     Worker *worker = Worker::current();
     return worker != nullptr ? Waiter{worker, nullptr} : Waiter{nullptr, parker};
@@ -96,15 +113,26 @@ Latch::Waiter Latch::current_thread(Parker *parker) {
 
 void Latch::set() {
     // Copy the waiter first: after the swap the latch may be gone.
-    Worker *worker = this->worker();
-    Parker *parker = this->parker();
-    if (!core_.set()) return;
-    if (worker != nullptr) {
-        BLZ_FAULT_POINT(kLatchSetBeforeWake, &worker->registry());
-        worker->registry().sleep().wake_specific_thread(worker->index());
-    } else {
-        parker->unpark();
+    Worker *waiter = this->worker();
+    if (waiter == nullptr) {
+        Parker *parker = this->parker();
+        if (core_.set()) parker->unpark();  // parker.hpp: the parker's own rule covers its lifetime
+        return;
     }
+    // Once the swap is done the waiter may leave its wait for another
+    // reason, return, and its pool may be destroyed before our wake-up call.
+    // A worker of that pool is safe (destroy joins it before freeing); any
+    // other setter pins the pool first, while the waiter still waits, so
+    // that the memory outlives the call (admission.hpp [A4]).
+    Registry &pool = waiter->registry();
+    const uint32_t index = waiter->index();
+    const bool pin = !pool.is_own(Worker::current()) && !BLZ_FAULT_MUTANT(kNoPinOnLatchSet);
+    if (pin) pool.pin();
+    if (core_.set()) {
+        BLZ_FAULT_POINT(kLatchSetBeforeWake, &pool);
+        pool.sleep().wake_specific_thread(index);
+    }
+    if (pin) pool.unpin();  // may free the pool: its last access
 }
 
 void Latch::wait() {

@@ -84,6 +84,7 @@ public:
         if (others_want_work()) [[unlikely]] {
             publish(INT64_MAX, fork_awake_limit_);
         } else if (deque_.public_part_empty()) {
+            no_public_tasks();  // whatever was public has been taken
             // Keep the oldest job stealable: in fork-join the largest, and
             // the one whose sibling may wait for it or run long.
             publish(1, fork_awake_limit_);
@@ -91,11 +92,28 @@ public:
         return true;
     }
 
-    // Pushes a job that others may take at once (spawned tasks).
+    // Pushes a spawned task, which others may take at once. It is a shared
+    // job (sleep.hpp): the job that spawned it may block outside the
+    // runtime before this worker returns to its deque, so it is posted with
+    // the fence, and `public_tasks_` shows the sleepers' final checks where
+    // to find it. False when the deque could not grow.
     bool push_public(Job *job) {
         if (!deque_.push(job)) return false;
-        publish(INT64_MAX, UINT32_MAX);  // a task may block: wake as for any job
+        // relaxed: published by the release store and the fence that follow.
+        if (!public_tasks_.load(std::memory_order_relaxed)) public_tasks_.store(true, std::memory_order_relaxed);
+        int64_t n = deque_.publish();
+        sleep_->new_shared_jobs(as_jobs(n), queue_was_empty(n));
         return true;
+    }
+
+    // Any thread, after a seq-cst fence (a sleeper's final check, a
+    // hand-off): whether this deque may hold a public spawned task. Public
+    // fork-join halves do not count: their owner runs them if nobody
+    // steals them, and counting them would keep every searcher from
+    // sleeping while a fork-join runs.
+    bool offers_tasks() const {
+        // relaxed: ordered by the caller's fence against push_public's.
+        return public_tasks_.load(std::memory_order_relaxed) && deque_.size_hint() > 0;
     }
 
     // Pops from this worker's deque (newest first); nullptr when empty.
@@ -147,6 +165,14 @@ private:
     Job *find_work(bool woken);
     Job *steal();
 
+    // Owner, having seen its public part empty: no spawned task of ours is
+    // left to offer. The flag is only a filter for offers_tasks(); a stale
+    // true costs a sleeper one more search, never a job.
+    void no_public_tasks() {
+        // relaxed: see offers_tasks().
+        if (public_tasks_.load(std::memory_order_relaxed)) public_tasks_.store(false, std::memory_order_relaxed);
+    }
+
     // Whether some worker of the pool is awake and searching for work:
     // then every private job is published, for it to steal. Sleepers are
     // not counted: for them the oldest job is enough, published when the
@@ -163,9 +189,18 @@ private:
     [[gnu::noinline]] void publish(int64_t max, uint32_t awake_limit) {
         int64_t n = deque_.publish(max);
         if (n == 0) return;
-        uint32_t jobs = static_cast<uint32_t>(std::min<int64_t>(n, UINT32_MAX));
-        sleep_->new_internal_jobs(jobs, [this, n] { return deque_.size_hint() <= n; }, awake_limit);
+        sleep_->new_internal_jobs(as_jobs(n), queue_was_empty(n), awake_limit);
     }
+
+    // A publish of n jobs as a post counts them (sleep.hpp): how many, and
+    // whether the public part held nothing else, asked only when a worker sleeps.
+    static uint32_t as_jobs(int64_t n) { return static_cast<uint32_t>(std::min<int64_t>(n, UINT32_MAX)); }
+    struct PublicPartHeldOnly {
+        const Deque<Job *> &deque;
+        int64_t n;
+        bool operator()() const { return deque.size_hint() <= n; }
+    };
+    PublicPartHeldOnly queue_was_empty(int64_t n) const { return {deque_, n}; }
 
     Deque<Job *> deque_;
     Registry *const registry_;
@@ -175,6 +210,9 @@ private:
     XorShift64Star rng_;
     Latch terminate_;
     pthread_t thread_{};
+    // Written by the owner only: true from a push_public until the owner
+    // sees its public part empty.
+    std::atomic<bool> public_tasks_{false};
     alignas(kCacheLine) std::atomic<uint64_t> jobs_executed_{0};
     std::atomic<uint64_t> steals_{0};
 };

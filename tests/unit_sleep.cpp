@@ -27,13 +27,13 @@ using blz::kRoundsUntilSleepy;
 
 constexpr auto kWatchdogLimit = std::chrono::seconds(30);
 
-auto no_injected_jobs = [] { return false; };
+auto no_shared_jobs = [] { return false; };
 
 // Calls no_work_found until the next call would try to sleep; every call
 // must keep looking.
 void run_to_sleep_point(Sleep &s, blz::IdleState &idle, Latch &latch) {
     while (idle.rounds < kRoundsUntilSleeping) {
-        REQUIRE(s.no_work_found(idle, latch, no_injected_jobs) == IdleOutcome::kKeepLooking);
+        REQUIRE(s.no_work_found(idle, latch, no_shared_jobs) == IdleOutcome::kKeepLooking);
     }
 }
 
@@ -47,7 +47,7 @@ void wait_until_sleeping(const Sleep &s, uint32_t n) {
 IdleOutcome idle_until_not_keep_looking(Sleep &s, blz::IdleState &idle, Latch &latch) {
     IdleOutcome out;
     do {
-        out = s.no_work_found(idle, latch, no_injected_jobs);
+        out = s.no_work_found(idle, latch, no_shared_jobs);
     } while (out == IdleOutcome::kKeepLooking);
     return out;
 }
@@ -60,7 +60,7 @@ struct IdleWorker {
         : thread([this, &s, index] {
               blz::IdleState idle = s.start_looking(index);
               outcome.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch)));
-              s.work_found(index, no_injected_jobs);
+              s.work_found(index, no_shared_jobs);
           }) {}
 
     bool woken() const { return outcome.load() == static_cast<int>(IdleOutcome::kWoken); }
@@ -101,9 +101,9 @@ TEST_CASE("sleep: start_looking and work_found adjust inactive only", "[sleep]")
     CHECK(s.counters().inactive() == 2);
     CHECK(s.counters().sleeping() == 0);
     CHECK(s.counters().jec() == 0);
-    s.work_found(0, no_injected_jobs);
+    s.work_found(0, no_shared_jobs);
     CHECK(s.counters().inactive() == 1);
-    s.work_found(1, no_injected_jobs);
+    s.work_found(1, no_shared_jobs);
     CHECK(s.counters().word == 0);
 }
 
@@ -117,7 +117,7 @@ TEST_CASE("sleep: a post with no sleeper turns the JEC odd and never asks about 
     });
     CHECK(s.counters().jec() == 1);
     CHECK(asked == 0);
-    s.new_injected_jobs(1, true);
+    s.new_shared_jobs(1, [] { return true; });
     CHECK(s.counters().jec() == 1);  // already odd: unchanged
     CHECK(s.counters().sleeping() == 0);
 }
@@ -183,12 +183,12 @@ TEST_CASE("sleep: with more searchers than max_searching, a searcher gets sleepy
     blz::IdleState first = s.start_looking(0);
     blz::IdleState second = s.start_looking(1);
     // Two searchers, at most two allowed: an ordinary round.
-    REQUIRE(s.no_work_found(first, latch, no_injected_jobs, 2) == IdleOutcome::kKeepLooking);
+    REQUIRE(s.no_work_found(first, latch, no_shared_jobs, 2) == IdleOutcome::kKeepLooking);
     CHECK(first.rounds == 1);
     CHECK(s.counters().jec() == 1);
     // At most one allowed: the rest of the rounds are skipped, and this
     // round already announces the sleepy state (JEC odd -> even).
-    REQUIRE(s.no_work_found(second, latch, no_injected_jobs, 1) == IdleOutcome::kKeepLooking);
+    REQUIRE(s.no_work_found(second, latch, no_shared_jobs, 1) == IdleOutcome::kKeepLooking);
     CHECK(second.rounds == kRoundsUntilSleeping);
     CHECK(s.counters().jec() == 2);
     CHECK(second.jec == 2);
@@ -326,7 +326,7 @@ TEST_CASE("sleep: a blocked worker is woken by wake_specific_thread; the waker d
     CHECK(st.sleep_aborts == 0);
     CHECK_FALSE(s.wake_specific_thread(1));  // no longer blocked
     CHECK(s.counters().sleeping() == 0);
-    s.work_found(1, no_injected_jobs);
+    s.work_found(1, no_shared_jobs);
     CHECK(s.counters().word == 0);
 }
 
@@ -340,8 +340,8 @@ TEST_CASE("sleep: a latch set while its waiter sleeps returns true and the sette
 
     std::thread worker([&] {
         blz::IdleState idle = s.start_looking(0);
-        while (!latch.probe()) outcomes.push_back(s.no_work_found(idle, latch, no_injected_jobs));
-        s.work_found(0, no_injected_jobs);
+        while (!latch.probe()) outcomes.push_back(s.no_work_found(idle, latch, no_shared_jobs));
+        s.work_found(0, no_shared_jobs);
     });
 
     wait_until_sleeping(s, 1);
@@ -366,18 +366,18 @@ TEST_CASE("sleep: posts wake a blocked worker (internal and injected)", "[sleep]
     Latch latch;
 
     for (int injected = 0; injected < 2; ++injected) {
-        INFO((injected ? "new_injected_jobs" : "new_internal_jobs"));
+        INFO((injected ? "new_shared_jobs" : "new_internal_jobs"));
         std::atomic<int> outcome{-1};
         std::thread worker([&] {
             blz::IdleState idle = s.start_looking(0);
             outcome.store(static_cast<int>(idle_until_not_keep_looking(s, idle, latch)));
-            s.work_found(0, no_injected_jobs);
+            s.work_found(0, no_shared_jobs);
         });
         wait_until_sleeping(s, 1);
         REQUIRE(s.counters().jec_is_sleepy());
         int asked = 0;
         if (injected) {
-            s.new_injected_jobs(1, true);
+            s.new_shared_jobs(1, [] { return true; });
         } else {
             s.new_internal_jobs(1, [&] {
                 ++asked;
@@ -437,7 +437,7 @@ TEST_CASE("sleep: a post wakes at most the jobs not covered by awake idle worker
 
     // Two injected jobs, one sleeper, nobody awake and idle: wakes the one.
     REQUIRE(s.counters().awake_but_idle() == 0);
-    s.new_injected_jobs(2, true);
+    s.new_shared_jobs(2, [] { return true; });
     CHECK(s.counters().sleeping() == 0);
     w1.thread.join();
     CHECK(w1.woken());
@@ -486,10 +486,10 @@ TEST_CASE("sleep: sleeping again after a wake-up without finding work counts a s
         blz::IdleState idle = s.start_looking(0);
         outcomes.push_back(idle_until_not_keep_looking(s, idle, latch));  // sleep 1
         outcomes.push_back(idle_until_not_keep_looking(s, idle, latch));  // sleep 2: woken for nothing
-        s.work_found(0, no_injected_jobs);  // found a job
+        s.work_found(0, no_shared_jobs);  // found a job
         idle = s.start_looking(0);
         outcomes.push_back(idle_until_not_keep_looking(s, idle, latch));  // sleep 3: not spurious
-        s.work_found(0, no_injected_jobs);
+        s.work_found(0, no_shared_jobs);
     });
 
     for (uint64_t k = 1; k <= 3; ++k) {

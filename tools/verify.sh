@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# tools/verify.sh BUILD_DIR [--quick] [--relacy] [--spin] [--chaos]
+# tools/verify.sh BUILD_DIR [--quick] [--relacy] [--spin] [--lifetime] [--chaos]
 #
-# The machine checks of the sleep protocol and the deque (docs/verification.md):
-#   relacy  tests/relacy/relacy_checks: the real classes under Relacy, and
-#           every mutant, each of which must be caught
-#   spin    docs/model/blitz.pml: the invariants (safety, exhaustive), the
-#           progress property under weak fairness, and the protocol mutants
-#   chaos   the fault-injection suite in a chaos build (-Dchaos=true, its
-#           own build directory BUILD_DIR-chaos): random pauses at every
-#           step of the protocol, the deque and the injector
-# With no part named, all three. --quick: the settings ./dev test uses
+# The machine checks of the sleep protocol, the deque and the lifetimes
+# (docs/verification.md):
+#   relacy    tests/relacy/relacy_checks: the real classes under Relacy, and
+#             every mutant, each of which must be caught
+#   spin      docs/model/blitz.pml: the invariants (safety, exhaustive), the
+#             progress property under weak fairness, and the protocol mutants
+#   lifetime  tests/fault/lifetime_checks: each lifetime defect's interleaving
+#             held open by pause points, with the real code and with the
+#             mutant that puts the defect back (which must be caught)
+#   chaos     the fault-injection suite in a chaos build (-Dchaos=true, its
+#             own build directory BUILD_DIR-chaos): random pauses at every
+#             step of the protocol, the deque, the injector and admission
+# With no part named, all four. --quick: the settings ./dev test uses
 # (relacy 10^5 random iterations, spin on the smallest configuration, no
-# chaos). Prints one table row per check and ends with
+# lifetime rows (./dev test runs them as a test), no chaos). Prints one table row per check and ends with
 # "verify: N passed, M failed"; exits non-zero when a real variant fails
 # or a mutant is missed.
 set -euo pipefail
 
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
+usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 2; }
 [ $# -ge 1 ] || usage
 BUILD_DIR=$(cd "$1" && pwd)
 shift
@@ -26,12 +30,12 @@ PARTS=()
 for arg in "$@"; do
     case "$arg" in
         --quick) QUICK=1 ;;
-        --relacy | --spin | --chaos) PARTS+=("${arg#--}") ;;
+        --relacy | --spin | --lifetime | --chaos) PARTS+=("${arg#--}") ;;
         *) usage ;;
     esac
 done
 if [ ${#PARTS[@]} -eq 0 ]; then
-    if [ "$QUICK" = 1 ]; then PARTS=(relacy spin); else PARTS=(relacy spin chaos); fi
+    if [ "$QUICK" = 1 ]; then PARTS=(relacy spin); else PARTS=(relacy spin lifetime chaos); fi
 fi
 
 PASSED=0
@@ -41,25 +45,38 @@ ROW_FORMAT='%-36s %-36s %-8s %-44s %8s  %s\n'
 count() { if [ "$1" = ok ]; then PASSED=$((PASSED + 1)); else FAILED=$((FAILED + 1)); fi; }
 seconds_since() { awk -v s="$1" -v e="$(date +%s.%N)" 'BEGIN { printf "%.2fs", e - s }'; }
 
-# --- Relacy ----------------------------------------------------------------
+# --- programs that print their own rows --------------------------------------
 
-run_relacy() {
-    local program="$BUILD_DIR/tests/relacy/relacy_checks"
-    ninja -C "$BUILD_DIR" tests/relacy/relacy_checks >/dev/null
-    local iterations=1000000
-    [ "$QUICK" = 1 ] && iterations=100000
+# table_rows NAME PROGRAM ARGS...: runs a program that prints a header,
+# one row per check in this table's format, and "NAME: N passed, M failed";
+# adds its rows and counts to ours.
+table_rows() {
+    local name=$1
+    shift
     local out status=0
-    out=$("$program" --iterations "$iterations") || status=$?
-    printf '%s\n' "$out" | grep -v -e '^relacy: ' -e '^check '
+    out=$("$@") || status=$?
+    printf '%s\n' "$out" | grep -v -e "^$name: " -e '^check '
     local summary
-    summary=$(printf '%s\n' "$out" | sed -n 's/^relacy: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p')
+    summary=$(printf '%s\n' "$out" | sed -n "s/^$name: \\([0-9]*\\) passed, \\([0-9]*\\) failed\$/\\1 \\2/p")
     if [ -z "$summary" ]; then
-        echo "relacy_checks ended without its summary (status $status)"
+        echo "$name ended without its summary (status $status)"
         count fail
         return
     fi
     PASSED=$((PASSED + ${summary% *}))
     FAILED=$((FAILED + ${summary#* }))
+}
+
+run_relacy() {
+    ninja -C "$BUILD_DIR" tests/relacy/relacy_checks >/dev/null
+    local iterations=1000000
+    [ "$QUICK" = 1 ] && iterations=100000
+    table_rows relacy "$BUILD_DIR/tests/relacy/relacy_checks" --iterations "$iterations"
+}
+
+run_lifetime() {
+    ninja -C "$BUILD_DIR" tests/fault/lifetime_checks >/dev/null
+    table_rows lifetime "$BUILD_DIR/tests/fault/lifetime_checks"
 }
 
 # --- spin ------------------------------------------------------------------

@@ -15,7 +15,7 @@
  *                      it, waits on K's latch, which the thief sets after
  *                      running K (Latch::set, Sleep::wake_specific_thread).
  *   poster             a thread outside the pool: NINJ times Registry::inject
- *                      (Injector::push, the inject fence, Sleep::new_injected_jobs).
+ *                      (Injector::push, the inject fence, Sleep::new_shared_jobs).
  *   drainer            store buffers drain to memory, one store at a time, at any moment.
  *   monitor            checks the safety invariants in every reachable state.
  *
@@ -42,7 +42,7 @@
  *   X86                                worker loads of `pushed` read memory (x86-TSO only)
  *   CREDIT_DEQUE_FENCE                 each search starts with a seq-cst fence
  *                                      (the fence in Deque::pop, which find_work calls first)
- *   MUTANT_NO_INJECT_FENCE             new_injected_jobs without its fence
+ *   MUTANT_NO_INJECT_FENCE             new_shared_jobs without its fence
  *   MUTANT_NO_SLEEP_FENCE              sleep() without the fence before the final check
  *   MUTANT_JEC_SAVED_BEFORE_CHANGE     announce_sleepy remembers the JEC before its change
  *   MUTANT_BLITZ_JEC_DIRECTION         announce_sleepy also increments only when even
@@ -656,7 +656,7 @@ active proctype poster() {
 #ifndef MUTANT_NO_INJECT_FENCE
         d_step { FLUSH(P); fpub = mem[PUSHED]; printf("P : inject fence\n") };
 #endif
-        d_step { POST_EVENT(P, c_sl, c_in) };      /* new_injected_jobs */
+        d_step { POST_EVENT(P, c_sl, c_in) };      /* new_shared_jobs */
         WAKE_DECISION(c_sl, c_in, was_empty, n);
         c_sl = 0; c_in = 0; was_empty = 0;
         LOAD(P, PUSHED, v);

@@ -49,6 +49,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "child_process.hpp"
 #include "fault.hpp"
 #include "registry.hpp"
 
@@ -127,6 +128,28 @@ struct Watch {
 };
 Watch g_watch;
 
+// Whether AddressSanitizer watches this build. A scenario that saw a
+// violation then lets the held thread go on into the freed memory, for the
+// sanitizer's report; otherwise it stops there (the access that would
+// follow proves nothing without it, and may hang on a freed mutex).
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool kAddressSanitizer = true;
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+
+void violation(const char *what) {
+    g_watch.violation.store(true);
+    if (!kAddressSanitizer) fail(kViolation, what);
+    std::fprintf(stderr, "lifetime: %s\n", what);
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 
@@ -143,9 +166,8 @@ void hook(Point point, const void *registry) {
             // which can then only be this call.
             spin_until([] { return g_watch.destroy_returned.load() || g_watch.destroy_waiting.load(); });
             if (g_watch.destroy_returned.load()) {
-                g_watch.violation.store(true);
-                std::fprintf(stderr, "lifetime: blz_pool_destroy returned while an admitted spawn was "
-                                     "still inside the pool (about to post its task)\n");
+                violation("blz_pool_destroy returned while an admitted spawn was still inside the pool "
+                          "(about to post its task)");
             }
             return;
         case Point::kLatchSetBeforeWake:
@@ -153,11 +175,7 @@ void hook(Point point, const void *registry) {
             t_pause_before_wake = false;
             g_watch.paused.store(true);
             spin_until([] { return g_watch.destroy_returned.load(); });
-            if (g_watch.freed.load()) {
-                g_watch.violation.store(true);
-                std::fprintf(stderr, "lifetime: a latch setter is about to wake a worker of a pool "
-                                     "whose memory was freed\n");
-            }
+            if (g_watch.freed.load()) violation("a latch setter is about to wake a worker of a pool whose memory was freed");
             return;
         case Point::kDestroyWaitsForWork:
             if (watched) g_watch.destroy_waiting.store(true);
@@ -498,47 +516,17 @@ int run_child(size_t index) {
     return 0;
 }
 
-struct ChildResult {
-    int status;
-    std::string output;
-};
-
-ChildResult spawn_child(size_t index) {
-    char path[] = "/tmp/lifetime_checks.XXXXXX";
-    int fd = mkstemp(path);
-    if (fd < 0) return {-1, "mkstemp failed"};
-    unlink(path);
-    pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd, 2);
-        std::string arg = std::to_string(index);
-        execl("/proc/self/exe", "lifetime_checks", "--child", arg.c_str(), static_cast<char *>(nullptr));
-        _exit(127);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    std::string output;
-    char buf[4096];
-    lseek(fd, 0, SEEK_SET);
-    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) output.append(buf, static_cast<size_t>(n));
-    close(fd);
-    return {status, output};
-}
-
 // The outcome in words, and whether it is the one the row expects of the real code.
-bool as_expected(const Row &row, const ChildResult &r, std::string &finding) {
+bool as_expected(const Row &row, const blz_test::ChildResult &r, std::string &finding) {
     const int s = r.status;
-    if (WIFEXITED(s)) {
-        finding = WEXITSTATUS(s) == 0 ? "" : WEXITSTATUS(s) == kHang ? "hang" : "exit " + std::to_string(WEXITSTATUS(s));
-    } else if (WIFSIGNALED(s)) {
-        finding = std::string("killed by ") + strsignal(WTERMSIG(s));
-    }
+    const bool hang = WIFEXITED(s) && WEXITSTATUS(s) == kHang;
+    finding = r.exited_cleanly() ? "" : hang ? "hang" : r.how();
     // The first line the scenario, the runtime or a sanitizer printed.
     size_t start = r.output.find("lifetime: ");
     if (start == std::string::npos) start = r.output.find("libblitz: ");
     if (start == std::string::npos) start = r.output.find("ERROR: ");
     if (start != std::string::npos) finding += ": " + r.output.substr(start, r.output.find('\n', start) - start);
-    if (row.expect == Expect::kClean) return WIFEXITED(s) && WEXITSTATUS(s) == 0;
+    if (row.expect == Expect::kClean) return r.exited_cleanly();
     return WIFSIGNALED(s) && WTERMSIG(s) == SIGABRT && r.output.find(kAbortMessage) != std::string::npos;
 }
 
@@ -578,7 +566,7 @@ int main(int argc, char **argv) {
         const Row &row = rows()[i];
         if (only != nullptr && std::strstr(row.check, only) == nullptr) continue;
         auto start = Clock::now();
-        ChildResult r = spawn_child(i);
+        blz_test::ChildResult r = blz_test::run_self("lifetime_checks", "--child", std::to_string(i).c_str());
         double seconds = std::chrono::duration<double>(Clock::now() - start).count();
         std::string finding;
         const bool expected = as_expected(row, r, finding);

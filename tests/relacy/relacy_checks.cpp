@@ -2,14 +2,18 @@
 // variants of them that each check must catch.
 //
 // Every check instantiates the real templates from lib/ (Deque,
-// AtomicCounters, CoreLatch, Sleep, Injector) with RelacySync, which gives
-// them Relacy's atomics, mutexes, condition variables, fences and heap; a
-// mutant is the same code with one `if constexpr` switch turned
-// (blz::Mutant in lib/sync.hpp). Relacy runs each test program many times
-// under its memory model (C++11's, with stale reads of relaxed loads) and
-// fails it on: an RL_ASSERT, a deadlock (every thread blocked: a lost
-// wake-up leaves a worker on its condition variable after everyone else
-// finished), a livelock, an access to freed memory, or a leak.
+// AtomicCounters, CoreLatch, Sleep, Injector, Admission) with RelacySync,
+// which gives them Relacy's atomics, mutexes, condition variables, fences
+// and heap; the code around them that is not a template (Worker, Registry,
+// spawn_task, Latch::set) is restated here, step by step. A mutant is the
+// same code with one `if constexpr` switch turned (blz::Mutant in
+// lib/sync.hpp), in lib/ or in a restatement. Relacy runs each test
+// program many times under its memory model (C++11's, with stale reads of
+// relaxed loads) and fails it on: an RL_ASSERT, a deadlock (every thread
+// blocked: a lost wake-up leaves a worker on its condition variable after
+// everyone else finished), a livelock, an access to freed memory, a data
+// race on an rl::var (the lifetime checks' stand-in for a pool's plain
+// memory), or a leak.
 //
 // Scope and limits: docs/verification.md.
 //
@@ -181,18 +185,18 @@ struct DequePublicPopVsThief : rl::test_suite<DequePublicPopVsThief<S>, 2> {
 // policy: Worker itself is not a template. `find_work` returns true when it
 // found (and ran) a job; the loop returns when `latch` is set.
 
-template <class S, class FindWork, class HasInjectedJobs>
+template <class S, class FindWork, class HasSharedJobs>
 void wait_until(blz::Sleep<S> &sleep, uint32_t me, blz::CoreLatch<S> &latch, FindWork find_work,
-                HasInjectedJobs has_injected_jobs) {
+                HasSharedJobs has_shared_jobs) {
     while (!latch.probe()) {
         blz::IdleState idle = sleep.start_looking(me);
         bool found = false;
         while (!latch.probe()) {
             found = find_work();
             if (found) break;
-            sleep.no_work_found(idle, latch, has_injected_jobs);
+            sleep.no_work_found(idle, latch, has_shared_jobs);
         }
-        sleep.work_found(me, has_injected_jobs);
+        sleep.work_found(me, has_shared_jobs);
         if (!found) return;
     }
 }
@@ -211,7 +215,7 @@ struct Node {
 // ---------------------------------------------------------------------------
 // sleep handshake against an external injector: a worker searching the
 // injector and going to sleep, a thread outside the pool injecting one job
-// (Registry::inject: Injector::push, then Sleep::new_injected_jobs). The
+// (Registry::inject: Injector::push, then Sleep::new_shared_jobs). The
 // JEC starts odd (a post nobody got sleepy after, the state of a pool that
 // just ran work), so the poster's post_event may only read the counters:
 // then the two seq-cst fences alone decide whether the job is seen. No
@@ -232,10 +236,10 @@ struct SleepVsInjector : rl::test_suite<SleepVsInjector<S>, 2> {
     }
 
     void thread(unsigned index) {
-        auto has_injected_jobs = [this] { return injector.has_jobs(); };
+        auto has_shared_jobs = [this] { return injector.has_jobs(); };
         if (index == 1) {
             bool was_empty = injector.push(&job);
-            sleep.new_injected_jobs(1, was_empty);
+            sleep.new_shared_jobs(1, [was_empty] { return was_empty; });
             return;
         }
         auto find_work = [this] {
@@ -244,7 +248,7 @@ struct SleepVsInjector : rl::test_suite<SleepVsInjector<S>, 2> {
             terminate.set();  // our own latch: the worker then returns (what destroy would do)
             return true;
         };
-        wait_until(sleep, 0, terminate, find_work, has_injected_jobs);
+        wait_until(sleep, 0, terminate, find_work, has_shared_jobs);
     }
 
     void after() { RL_ASSERT(taken.load(std::memory_order::relaxed) == 1); }
@@ -270,9 +274,12 @@ struct TwoWorkersTwoJobs : rl::test_suite<TwoWorkersTwoJobs<S>, 3> {
     }
 
     void thread(unsigned index) {
-        auto has_injected_jobs = [this] { return injector.has_jobs(); };
+        auto has_shared_jobs = [this] { return injector.has_jobs(); };
         if (index == 2) {
-            for (Node<S> &job : jobs) sleep.new_injected_jobs(1, injector.push(&job));
+            for (Node<S> &job : jobs) {
+                bool was_empty = injector.push(&job);
+                sleep.new_shared_jobs(1, [was_empty] { return was_empty; });
+            }
             spin_until([this] { return taken.load(std::memory_order::acquire) == 2; });
             for (uint32_t w = 0; w < 2; ++w) set_latch(terminate[w], sleep, w);
             return;
@@ -282,7 +289,7 @@ struct TwoWorkersTwoJobs : rl::test_suite<TwoWorkersTwoJobs<S>, 3> {
             taken.fetch_add(1, std::memory_order::release);
             return true;
         };
-        wait_until(sleep, index, terminate[index], find_work, has_injected_jobs);
+        wait_until(sleep, index, terminate[index], find_work, has_shared_jobs);
     }
 };
 
@@ -336,6 +343,79 @@ struct JoinWithThief : rl::test_suite<JoinWithThief<S>, 2> {
     }
 
     void after() { RL_ASSERT(b_runs.load(std::memory_order::relaxed) == 1); }
+};
+
+// ---------------------------------------------------------------------------
+// a task spawned on a worker whose job then blocks (issue 13): worker 0
+// spawns one task from inside a job (Worker::push_public, restated with
+// the real Deque: push, set the `public_tasks_` flag, publish, post with
+// new_shared_jobs and its fence), and the job then blocks outside the
+// runtime, so worker 0 never comes back to its deque (here its thread
+// returns). Worker 1 searches (steals from worker 0), sleeps, and checks
+// before sleeping, and when it hands work off, for shared jobs as
+// Registry::has_shared_jobs does: the injector (empty here), then every
+// worker that offers tasks (Worker::offers_tasks: the flag, and a public
+// element by Deque::size_hint). The JEC starts odd, as in
+// SleepVsInjector, so that the post may only read the counters: only the
+// two fences and the final check decide whether worker 1 sees the task.
+// A worker 1 that sleeps for good with the task public is a deadlock.
+
+template <class S>
+struct SpawnOnBlockingWorker : rl::test_suite<SpawnOnBlockingWorker<S>, 2> {
+    using TaskDeque = blz::Deque<Node<S> *, S>;
+
+    blz::Sleep<S> sleep;
+    blz::Injector<Node<S>, S> injector;
+    TaskDeque deque0{2};
+    typename S::template atomic<bool> public_tasks0;  // worker 0's Worker::public_tasks_
+    blz::CoreLatch<S> terminate1;
+    Node<S> task;
+    typename S::template atomic<int> taken;
+
+    void before() {
+        RL_ASSERT(sleep.init(2));
+        RL_ASSERT(deque0.init());
+        sleep.atomic_counters().post_event();  // the JEC starts odd
+    }
+
+    // Worker::push_public on worker 0.
+    void push_public(Node<S> *job) {
+        RL_ASSERT(deque0.push(job));
+        if (!public_tasks0.load(std::memory_order::relaxed)) public_tasks0.store(true, std::memory_order::relaxed);
+        int64_t n = deque0.publish();
+        sleep.new_shared_jobs(static_cast<uint32_t>(n), [this, n] { return deque0.size_hint() <= n; });
+    }
+
+    // Worker::offers_tasks for worker 0: relaxed, after the caller's fence.
+    bool worker0_offers_tasks() const {
+        return public_tasks0.load(std::memory_order::relaxed) && deque0.size_hint() > 0;
+    }
+
+    // Registry::has_shared_jobs. Worker 1's own deque stays empty and is
+    // not modelled. The mutant is the code before the fix: the injector only.
+    bool has_shared_jobs() const {
+        if (injector.has_jobs()) return true;
+        if constexpr (S::kMutant == Mutant::kChecksOnlyInjector) return false;
+        return worker0_offers_tasks();
+    }
+
+    void thread(unsigned index) {
+        if (index == 0) {
+            push_public(&task);
+            return;  // the spawning job blocks outside the runtime: the deque is never popped
+        }
+        auto steal_task = [this] {
+            auto stolen = deque0.steal();
+            if (stolen.status != TaskDeque::Steal::kSuccess) return false;
+            RL_ASSERT(stolen.value == &task);
+            taken.fetch_add(1, std::memory_order::relaxed);
+            terminate1.set();  // our own latch: the worker then returns (as in SleepVsInjector)
+            return true;
+        };
+        wait_until(sleep, 1, terminate1, steal_task, [this] { return has_shared_jobs(); });
+    }
+
+    void after() { RL_ASSERT(taken.load(std::memory_order::relaxed) == 1); }
 };
 
 // ---------------------------------------------------------------------------
@@ -449,6 +529,245 @@ struct WakerDecrements : rl::test_suite<WakerDecrements<S>, 3> {
 };
 
 // ---------------------------------------------------------------------------
+// Lifetimes (issue 13): a pool freed while a thread outside it may still
+// reach it.
+//
+// The pools of these checks live on Relacy's heap, so that `delete` ends
+// the lives of their atomics and Relacy reports any later access as ACCESS
+// TO FREED MEMORY (and a pool nobody frees as a leak, one freed twice as a
+// bad free). relacy.hpp's `new` reaches Relacy's heap through the plain
+// operator new, which it replaces; but a pool holds a Sleep, whose atomics
+// sit on cache lines of their own, and `new` of an over-aligned type calls
+// the aligned operator new, which Relacy does not replace. These
+// class-scope operators, which `new` and `delete` of a pool find first,
+// take Relacy's heap too: aligned by hand, the address of the raw block
+// kept just before the object. (They have to name operator new and
+// delete, which relacy.hpp's macros would rewrite.)
+#pragma push_macro("new")
+#pragma push_macro("delete")
+#undef new
+#undef delete
+struct OnRelacyHeap {
+    static void *operator new(std::size_t bytes, std::align_val_t alignment) {
+        const auto align = static_cast<std::uintptr_t>(alignment);
+        void *raw = rl::rl_malloc(bytes + sizeof(void *) + align, $);
+        std::uintptr_t at = (reinterpret_cast<std::uintptr_t>(raw) + sizeof(void *) + align - 1) & ~(align - 1);
+        reinterpret_cast<void **>(at)[-1] = raw;
+        return reinterpret_cast<void *>(at);
+    }
+    static void operator delete(void *object, std::align_val_t) { rl::rl_free(static_cast<void **>(object)[-1], $); }
+};
+#pragma pop_macro("delete")
+#pragma pop_macro("new")
+
+// A pool's plain memory, as Relacy's race detector sees it. Every access
+// of a thread to the pool must happen before the pool's destructor; Relacy
+// checks that order only for its rl::var, and sees an access after the
+// free only on its own objects. This variable stands for the pool's plain
+// fields (Registry's members, Sleep::states_ and num_workers_, the words a
+// post or a wake-up reads): a thread reads it where the code it restates
+// makes such an access, and the destructor writes it, as the end of an
+// object's life does. A read that does not happen before the destructor is
+// a DATA RACE; one after it, ACCESS TO FREED MEMORY. Reading it adds no
+// scheduling point. Declared last in a pool, so destroyed first: the
+// destructor's write comes before those of the pool's other members.
+class PlainFields : rl::nocopy<> {
+public:
+    PlainFields() : word_(0) {}
+    ~PlainFields() { word_($) = 1; }
+
+    void read() const { (void)word_($).load(); }
+
+private:
+    rl::var<int> word_;
+};
+
+// lifetime: a spawn from outside the pool against its destroy. Three
+// threads:
+//  * the spawner restates spawn_task for a detached task from a thread
+//    that is not one of the pool's workers: enter with two units (the
+//    task's and the call's), Registry::inject (Injector::push, then
+//    Sleep::new_shared_jobs), then give back the call's unit as its last
+//    access to the pool (Registry::leave). Refused (BLZ_ESHUTDOWN), it
+//    does nothing;
+//  * the pool's one worker runs the idle loop of Worker::wait_until; its
+//    find_work pops the task from the injector, runs it and gives back the
+//    task's unit (SpawnedJob::run), setting destroy's latch when that
+//    leave drains the closed pool;
+//  * the destroyer restates Registry::shut_down and destroy: close(); if
+//    work was active, wait for the drained latch; set the worker's
+//    terminate latch (Latch::set: wake it if it sleeps); join it (a flag
+//    the worker raises as its thread ends); mark_destroyed(), and free the
+//    pool when that says so.
+// The spawner reads the pool's plain fields just before its post: the
+// post's first access, its read of the counters word, must happen before
+// the pool's destructor, and it does only through the leave that follows
+// (or a CAS of the post that a worker's later update of the counters
+// reads). The JEC starts odd, as in SleepVsInjector, so that the post
+// usually only reads the counters and releases nothing.
+// One assumption stands for the caller's side of the contract: the
+// destroyer frees the pool only once the spawner's enter() has returned
+// (a flag). Nothing in the pool can protect a call that is not counted
+// yet: a refused spawner may read the word before close() (a stale
+// relaxed load, or just before it) and make its CAS after a destroy that
+// did not have to wait for it has freed the pool. The flag orders only
+// the admission; the push, the post and the leave that the fix protects
+// come after it.
+// The mutant is the code before the fix: the spawner enters with the
+// task's unit only and has no unit of its own to give back, so the task's
+// leave can drain the pool before the spawner's post, and destroy free it.
+
+template <class S>
+struct SpawnPool : OnRelacyHeap {
+    blz::Admission<S> admission;
+    blz::Sleep<S> sleep;
+    blz::Injector<Node<S>, S> injector;
+    blz::CoreLatch<S> terminate;  // the worker's (Worker::terminate_)
+    Node<S> task;                 // a task block comes from the pool's recycler
+    PlainFields fields;
+};
+
+template <class S>
+struct OutsideSpawnVsDestroy : rl::test_suite<OutsideSpawnVsDestroy<S>, 3> {
+    static constexpr bool kCallHasUnit = S::kMutant != Mutant::kSpawnCountsOnlyTask;
+
+    SpawnPool<S> *pool = nullptr;  // freed by the destroyer
+    // Outside the pool: destroy's latch is on its stack (Registry::shut_down),
+    // the rest is the test's.
+    blz::CoreLatch<S> drained;
+    typename S::template atomic<bool> admission_over, worker_returned;
+    // Plain: each written by one thread, read by after() once all ended.
+    bool admitted = false;
+    int runs = 0;
+
+    void before() {
+        pool = new SpawnPool<S>;
+        RL_ASSERT(pool->sleep.init(1));
+        pool->sleep.atomic_counters().post_event();  // the JEC starts odd
+    }
+
+    void thread(unsigned index) {
+        if (index == 0) {
+            spawn(*pool);
+        } else if (index == 1) {
+            work(*pool);
+        } else {
+            destroy(pool);
+        }
+    }
+
+    // Registry::leave: the leave that drains a closed pool wakes destroy [A1].
+    void leave(SpawnPool<S> &p) {
+        if (p.admission.leave()) drained.set();
+    }
+
+    // spawn_task from outside the pool (detached, no group).
+    void spawn(SpawnPool<S> &p) {
+        blz_status status = p.admission.enter(false, kCallHasUnit ? 2 : 1);
+        admission_over.store(true, std::memory_order::release);
+        if (status != BLZ_OK) return;  // destroy has begun
+        admitted = true;
+        bool was_empty = p.injector.push(&p.task);  // from here on the task may run and leave
+        p.fields.read();                            // the post's first access (above)
+        p.sleep.new_shared_jobs(1, [was_empty] { return was_empty; });
+        if (kCallHasUnit) leave(p);  // the call's unit: its last access to the pool
+    }
+
+    void work(SpawnPool<S> &p) {
+        auto run_task = [this, &p] {
+            if (p.injector.pop() == nullptr) return false;
+            ++runs;
+            leave(p);  // the task's unit (SpawnedJob::run)
+            return true;
+        };
+        auto has_shared_jobs = [&p] { return p.injector.has_jobs(); };
+        wait_until(p.sleep, 0, p.terminate, run_task, has_shared_jobs);
+        worker_returned.store(true, std::memory_order::release);  // the thread ends: pthread_join returns
+    }
+
+    void destroy(SpawnPool<S> *p) {
+        if (p->admission.close() != 0) spin_until([this] { return drained.probe(); });
+        set_latch(p->terminate, p->sleep, 0);
+        spin_until([this] { return worker_returned.load(std::memory_order::acquire); });
+        spin_until([this] { return admission_over.load(std::memory_order::acquire); });  // the assumption above
+        if (p->admission.mark_destroyed()) delete p;  // no refs: destroy frees [A3]
+    }
+
+    // The task ran exactly once if it was admitted, never otherwise.
+    void after() { RL_ASSERT(runs == (admitted ? 1 : 0)); }
+};
+
+// lifetime: a latch set across pools. The waiter W, the only worker of
+// pool B, waits on a latch through the idle loop of Worker::wait_until with
+// B's Sleep; the latch itself is outside B (in the runtime on W's stack,
+// and W does not return before it is set). The setter X is not one of B's
+// workers and restates Latch::set: pin B, set, wake W if set() found it
+// SLEEPING, release the pin and free B if that was the last hold after
+// destroy. A third thread P posts into B (new_internal_jobs: its JEC
+// change aborts W's sleep, or P wakes W), so that W can leave its sleep
+// for a reason other than X's wake-up; then P joins W (a flag W raises as
+// it returns) and destroys B: close(), mark_destroyed(), free unless a pin
+// still holds B. X's wake-up begins with a read of B's plain fields
+// (Sleep::states_), which must happen before B's destructor. The mutant
+// is the code before the fix: X does not pin, and nothing orders its
+// wake-up before P's free.
+
+template <class S>
+struct LatchPool : OnRelacyHeap {
+    blz::Admission<S> admission;
+    blz::Sleep<S> sleep;
+    PlainFields fields;
+};
+
+template <class S>
+struct LatchSetAcrossPools : rl::test_suite<LatchSetAcrossPools<S>, 3> {
+    static constexpr bool kPin = S::kMutant != Mutant::kNoPinOnLatchSet;
+
+    LatchPool<S> *b = nullptr;  // freed by P, or by X's release of its pin
+    blz::CoreLatch<S> latch;    // W waits on it
+    typename S::template atomic<bool> w_returned;
+
+    void before() {
+        b = new LatchPool<S>;
+        RL_ASSERT(b->sleep.init(1));
+    }
+
+    void thread(unsigned index) {
+        if (index == 0) {
+            wait_on_latch(*b);
+        } else if (index == 1) {
+            set_from_outside(b);
+        } else {
+            post_then_destroy(b);
+        }
+    }
+
+    void wait_on_latch(LatchPool<S> &pool) {
+        NoInjectedJobs none;
+        wait_until(pool.sleep, 0, latch, [] { return false; }, none);
+        w_returned.store(true, std::memory_order::release);  // W's job returns; its pool may go
+    }
+
+    // Latch::set by a thread that is not one of B's workers: W still
+    // waits while X pins B, so B is alive then [A4].
+    void set_from_outside(LatchPool<S> *pool) {
+        if (kPin) pool->admission.pin();
+        if (latch.set()) {
+            pool->fields.read();  // wake_specific_thread reads Sleep::states_ first
+            pool->sleep.wake_specific_thread(0);
+        }
+        if (kPin && pool->admission.release_ref()) delete pool;  // the last hold after destroy [A3]
+    }
+
+    void post_then_destroy(LatchPool<S> *pool) {
+        pool->sleep.new_internal_jobs(1, [] { return true; });
+        spin_until([this] { return w_returned.load(std::memory_order::acquire); });
+        pool->admission.close();  // nothing active: destroy does not wait
+        if (pool->admission.mark_destroyed()) delete pool;
+    }
+};
+
+// ---------------------------------------------------------------------------
 // running and reporting
 
 enum class Search { kFull, kRandom };
@@ -507,6 +826,9 @@ const char *mutant_name(Mutant m) {
         case Mutant::kRelaxedPublish: return "publish stores split relaxed";
         case Mutant::kNoPublicPopFence: return "public pop without fence";
         case Mutant::kLatchIgnoresSleepy: return "sleeper ignores failed fall_asleep";
+        case Mutant::kSpawnCountsOnlyTask: return "spawn admission ends with its task";
+        case Mutant::kNoPinOnLatchSet: return "latch set without pinning the pool";
+        case Mutant::kChecksOnlyInjector: return "final check sees only the injector";
     }
     return "?";
 }
@@ -536,6 +858,10 @@ const std::vector<Row> &rows() {
         ROW("2 workers vs poster of 2 jobs", TwoWorkersTwoJobs, Mutant::kNoSleepFence, Search::kRandom),
         ROW("join: internal post, thief, latch", JoinWithThief, Mutant::kNone, Search::kRandom),
         ROW("join: internal post, thief, latch", JoinWithThief, Mutant::kLatchIgnoresSleepy, Search::kRandom),
+        ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kNone, Search::kRandom),
+        ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kNoInjectFence, Search::kRandom),
+        ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kNoSleepFence, Search::kRandom),
+        ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kChecksOnlyInjector, Search::kRandom),
         ROW("latch set races falling asleep", LatchSetVsSleep, Mutant::kNone, Search::kFull),
         ROW("latch set races falling asleep", LatchSetVsSleep, Mutant::kLatchIgnoresSleepy, Search::kFull),
         ROW("JEC: a post after getting sleepy", JecSeesPostAfterSleepy, Mutant::kNone, Search::kFull),
@@ -544,6 +870,10 @@ const std::vector<Row> &rows() {
         ROW("JEC: no post, no aborted sleep", JecNoPostNoAbort, Mutant::kJecSavedBeforeChange, Search::kRandom),
         ROW("waker decrements sleeping", WakerDecrements, Mutant::kNone, Search::kRandom),
         ROW("waker decrements sleeping", WakerDecrements, Mutant::kSleeperDecrements, Search::kRandom),
+        ROW("lifetime: outside spawn vs destroy", OutsideSpawnVsDestroy, Mutant::kNone, Search::kRandom),
+        ROW("lifetime: outside spawn vs destroy", OutsideSpawnVsDestroy, Mutant::kSpawnCountsOnlyTask, Search::kRandom),
+        ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNone, Search::kRandom),
+        ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNoPinOnLatchSet, Search::kRandom),
     };
     return all;
 }

@@ -1,5 +1,5 @@
 // RelacySync: the synchronisation policy (lib/sync.hpp) that instantiates
-// libblitz's own Deque, AtomicCounters, CoreLatch, Sleep and Injector with
+// libblitz's own Deque, AtomicCounters, CoreLatch, Sleep, Injector and Admission with
 // Relacy's atomics, mutexes, condition variables, fences and heap; the
 // futex a sleeping worker blocks on is modelled by a mutex and a condition
 // variable (below).
@@ -10,6 +10,7 @@
 // values are written as std::memory_order::relaxed and so on).
 #pragma once
 
+#include "admission.hpp"
 #include "core_latch.hpp"
 #include "counters.hpp"
 #include "deque.hpp"
@@ -60,6 +61,7 @@ struct RelacySync {
         }
         T fetch_add(T value, std::memory_order order) { return a_($).fetch_add(value, to_rl(order)); }
         T fetch_sub(T value, std::memory_order order) { return a_($).fetch_sub(value, to_rl(order)); }
+        T fetch_or(T value, std::memory_order order) { return a_($).fetch_or(value, to_rl(order)); }
 
         // The futex on this word (RelacySync::wait and wake_one). futex(2)
         // checks the value and blocks atomically, and a wake reaches a
