@@ -20,7 +20,10 @@
  * cancelled (or any other unwind that is not a C++ exception leaves it),
  * libblitz prints "libblitz: fatal: ..." on stderr and aborts the process,
  * since the pool would otherwise lose the worker's queue and wait for it
- * for ever. C++ exceptions are caught and reported as BLZ_ETASK.
+ * for ever. C++ exceptions are caught and reported as BLZ_ETASK. No
+ * libblitz function is a cancellation point: a thread cancelled while it
+ * waits in one (blz_pool_destroy joining the workers, say) is cancelled at
+ * its next cancellation point after the call returned.
  */
 
 #ifndef BLITZ_H

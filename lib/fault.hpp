@@ -24,6 +24,7 @@ enum class Point {
     kInjectedBeforePost,   // Registry::inject: the job is queued, the post not yet made
     kDestroyWaitsForWork,  // destroy found accepted work unfinished and is about to wait
     kLatchSetBeforeWake,   // Latch::set found its waiter asleep and is about to wake it
+    kLatchSetBeforeUnpin,  // Latch::set is done with the waiter's pool and about to unpin it
     kRegistryFreed,        // a Registry's memory is about to be freed
 };
 
@@ -46,6 +47,7 @@ enum class Mutant {
     kCacheTlsDestructor,    // the job-block cache is a C++ thread_local with a destructor
     kForcedUnwindEscapes,   // thread cancellation's unwind leaves a job through the runtime's frames
     kFixedCpuMask,          // the affinity mask is a fixed cpu_set_t (1024 CPUs at most)
+    kCreateFailureDeletes,  // a pool whose worker failed to start is deleted, pins or not
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

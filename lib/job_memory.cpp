@@ -1,5 +1,6 @@
 #include "job_memory.hpp"
 
+#include <atomic>
 #include <new>
 #include <pthread.h>
 #include <type_traits>
@@ -62,32 +63,33 @@ void free_thread_cache(void *) {
 // (or at process exit): a key whose destructor outlived the library's code
 // would be called into unmapped memory. Threads that end after that keep
 // their blocks (the process is ending) and threads that have not cached yet
-// cache nothing.
-class CacheKey {
-public:
-    CacheKey() : made_(pthread_key_create(&key_, &free_thread_cache) == 0) {}
-    ~CacheKey() {
-        if (made_) pthread_key_delete(key_);
+// cache nothing. Plain globals and functions rather than an object with a
+// destructor: other threads may still spawn while the process exits.
+pthread_key_t g_cache_key;
+std::atomic<bool> g_cache_key_made{false};
+
+[[gnu::constructor]] void make_cache_key() {
+    // relaxed: loading the library happens before any thread uses it.
+    g_cache_key_made.store(pthread_key_create(&g_cache_key, &free_thread_cache) == 0, std::memory_order_relaxed);
+}
+
+[[gnu::destructor]] void delete_cache_key() {
+    // relaxed: a thread that still reads true calls pthread_setspecific on
+    // a deleted key, which fails (EINVAL): it then does not cache.
+    if (g_cache_key_made.exchange(false, std::memory_order_relaxed)) pthread_key_delete(g_cache_key);
+}
+
+// Whether the calling thread may keep blocks in `cache`: only once the
+// key's destructor will free them. False when the key or its slot for this
+// thread could not be made (pthread_setspecific: ENOMEM).
+bool cache_registered(ThreadCache &cache) {
+    if (cache.registered) return true;
+    if (!g_cache_key_made.load(std::memory_order_relaxed) || pthread_setspecific(g_cache_key, &cache) != 0) {
+        return false;
     }
-    CacheKey(const CacheKey &) = delete;
-    CacheKey &operator=(const CacheKey &) = delete;
-
-    // Whether the calling thread may keep blocks in `cache`: only once the
-    // key's destructor will free them. False when the key or its slot for
-    // this thread could not be made (pthread_setspecific: ENOMEM).
-    bool registered(ThreadCache &cache) const {
-        if (cache.registered) return true;
-        if (!made_ || pthread_setspecific(key_, &cache) != 0) return false;
-        cache.registered = true;
-        return true;
-    }
-
-private:
-    pthread_key_t key_{};
-    bool made_;
-};
-
-const CacheKey g_cache_key;
+    cache.registered = true;
+    return true;
+}
 
 #if defined(BLZ_FAULT_INJECTION)
 // The mutant kCacheTlsDestructor: a C++ thread_local with a destructor,
@@ -112,7 +114,7 @@ JobRecycler::~JobRecycler() { free_list(head_.load(std::memory_order_relaxed)); 
 
 void *allocate_job_block(JobRecycler &recycler) {
     ThreadCache &cache = thread_cache();
-    if (cache.recycled == nullptr && g_cache_key.registered(cache)) cache.recycled = recycler.take_all();
+    if (cache.recycled == nullptr && cache_registered(cache)) cache.recycled = recycler.take_all();
     if (FreeBlock *block = pop(cache.recycled)) return block;
     if (FreeBlock *block = pop(cache.joined)) {
         --cache.joined_count;
@@ -123,7 +125,7 @@ void *allocate_job_block(JobRecycler &recycler) {
 
 void release_job_block_here(void *block) {
     ThreadCache &cache = thread_cache();
-    if (cache.joined_count == kJoinedBlocksKept || !g_cache_key.registered(cache)) {
+    if (cache.joined_count == kJoinedBlocksKept || !cache_registered(cache)) {
         ::operator delete(block, kBlockSize);
         return;
     }

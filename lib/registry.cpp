@@ -102,7 +102,7 @@ Registry::Registry(uint32_t num_threads, const blz_pool_config &config)
     std::snprintf(name_prefix_, sizeof(name_prefix_), "%s", prefix);
 }
 
-Registry::~Registry() = default;
+Registry::~Registry() { BLZ_FAULT_POINT(kRegistryFreed, this); }
 
 blz_status Registry::create(const blz_pool_config &config, Registry **out) {
     uint32_t num_threads = resolve_num_threads(config.num_threads);
@@ -115,9 +115,16 @@ blz_status Registry::create(const blz_pool_config &config, Registry **out) {
     }
     blz_status status = registry->start_workers(config.stack_size);
     if (status != BLZ_OK) {
-        registry->shut_down();  // the workers already started stop as in destroy
+        // The workers already started stop as in destroy, and the memory
+        // goes as in destroy too: a worker's start hook may have waited on
+        // another pool, whose latch setter may still hold a pin on this one.
+        registry->shut_down();
         registry->free_workers();
-        delete registry;
+        if (BLZ_FAULT_MUTANT(kCreateFailureDeletes)) {
+            delete registry;
+        } else {
+            registry->mark_destroyed();
+        }
         return status;
     }
     *out = registry;
@@ -211,7 +218,6 @@ void Registry::mark_destroyed() {
 }
 
 void Registry::free_memory() {
-    BLZ_FAULT_POINT(kRegistryFreed, this);
     delete this;  // the sleep states, the injector and the recycler with it
 }
 
@@ -245,7 +251,12 @@ void Registry::shut_down() {
     }
     // [A2] every queue is empty: stop the workers.
     for (uint32_t i = 0; i < started_; ++i) workers_[i].terminate_latch().set();
+    // pthread_join is a cancellation point; a destroy cancelled there would
+    // leave the pool half taken down. No libblitz call is one (blitz.h).
+    int cancel_state = PTHREAD_CANCEL_ENABLE;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     for (uint32_t i = 0; i < started_; ++i) pthread_join(workers_[i].thread(), nullptr);
+    pthread_setcancelstate(cancel_state, nullptr);
     started_ = 0;
 }
 

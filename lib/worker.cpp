@@ -132,7 +132,10 @@ void Latch::set() {
         BLZ_FAULT_POINT(kLatchSetBeforeWake, &pool);
         pool.sleep().wake_specific_thread(index);
     }
-    if (pin) pool.unpin();  // may free the pool: its last access
+    if (pin) {
+        BLZ_FAULT_POINT(kLatchSetBeforeUnpin, &pool);
+        pool.unpin();  // may free the pool: its last access
+    }
 }
 
 void Latch::wait() {

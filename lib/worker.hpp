@@ -210,9 +210,11 @@ private:
     XorShift64Star rng_;
     Latch terminate_;
     pthread_t thread_{};
-    // Written by the owner only: true from a push_public until the owner
-    // sees its public part empty.
-    std::atomic<bool> public_tasks_{false};
+    // Written by the owner only, and rarely: true from a push_public until
+    // the owner sees its public part empty. On a line of its own: every
+    // sleeper's final check reads it, and the owner writes its neighbours
+    // above (rng_) on every steal.
+    alignas(kCacheLine) std::atomic<bool> public_tasks_{false};
     alignas(kCacheLine) std::atomic<uint64_t> jobs_executed_{0};
     std::atomic<uint64_t> steals_{0};
 };

@@ -148,6 +148,7 @@ void on_fault_point(Point point, const void *registry) {
             return;
         case Point::kInjectedBeforePost:
         case Point::kLatchSetBeforeWake:
+        case Point::kLatchSetBeforeUnpin:
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:

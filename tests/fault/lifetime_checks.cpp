@@ -13,7 +13,9 @@
 //    asleep is held before its wake-up call while the waiter leaves for
 //    another reason and its pool is destroyed: the setter's pin must keep
 //    that pool's memory (defect 2), for a blz_call's latch and for the
-//    drained latch of a destroy run by another pool's worker;
+//    drained latch of a destroy run by another pool's worker, and for a
+//    pool whose creation failed after a worker's start hook waited on
+//    another pool;
 //  - spawns from a thread_local destructor and from a pthread key
 //    destructor that runs after the library's own (defect 3);
 //  - pthread_exit and thread cancellation inside a job, and pthread_cancel
@@ -124,6 +126,7 @@ struct Watch {
     std::atomic<bool> destroy_waiting{false};    // destroy of `pool` waits for accepted work
     std::atomic<bool> destroy_returned{false};   // set by the scenario after blz_pool_destroy(pool)
     std::atomic<bool> freed{false};              // `pool`'s memory was freed
+    std::atomic<const void *> last_freed{nullptr};  // the last pool whose memory was freed
     std::atomic<bool> violation{false};
 };
 Watch g_watch;
@@ -152,6 +155,7 @@ void violation(const char *what) {
 
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
+thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
 
 void hook(Point point, const void *registry) {
     const bool watched = registry == g_watch.pool.load();
@@ -180,8 +184,16 @@ void hook(Point point, const void *registry) {
         case Point::kDestroyWaitsForWork:
             if (watched) g_watch.destroy_waiting.store(true);
             return;
+        case Point::kLatchSetBeforeUnpin:
+            if (!t_pause_before_unpin) return;
+            t_pause_before_unpin = false;
+            g_watch.paused.store(true);
+            spin_until([] { return g_watch.destroy_returned.load(); });
+            if (g_watch.last_freed.load() == registry) violation("a latch setter is about to unpin a pool whose memory was freed");
+            return;
         case Point::kRegistryFreed:
             if (watched) g_watch.freed.store(true);
+            g_watch.last_freed.store(registry);
             return;
         case Point::kEntered:
             return;
@@ -342,6 +354,41 @@ void scenario_drained_latch_across_pools() {
     check(called.load() == BLZ_OK && d.destroyed == BLZ_OK, "the call or the destroy failed");
 }
 
+// A pool whose creation fails after a worker started: that worker's start
+// hook waits on another pool C, whose worker pins the new pool to wake it.
+// The setter is held before its unpin until blz_pool_create has returned
+// BLZ_ETHREAD: the failed pool's memory must wait for the pin, as destroy's
+// does. (Found in review of the pin: the failure path deleted the pool.)
+
+struct CreateFailure {
+    blz_pool *c = nullptr;
+    std::atomic<blz_status> call{99};
+};
+
+void hold_setter_before_unpin(void *) { t_pause_before_unpin = true; }
+
+void start_hook_calls_into_c(void *user, uint32_t index) {
+    auto *cf = static_cast<CreateFailure *>(user);
+    if (index == 0) cf->call.store(blz_call(cf->c, hold_setter_before_unpin, nullptr));
+}
+
+void scenario_create_failure_vs_pin() {
+    CreateFailure cf;
+    cf.c = make_pool(1);
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 2;
+    config.on_thread_start = start_hook_calls_into_c;
+    config.user = &cf;
+    blz::fault::g_refuse_thread.store(1);  // worker 1's thread is refused
+    blz_pool *a = nullptr;
+    const blz_status created = blz_pool_create(&config, &a);
+    g_watch.destroy_returned.store(true);  // the held setter may go on
+    check(blz_pool_destroy(cf.c) == BLZ_OK, "destroy C");
+    check(created == BLZ_ETHREAD && cf.call.load() == BLZ_OK, "create or the hook's call");
+    check(!g_watch.violation.load(), "the latch setter touched a freed pool");
+}
+
 // ---------------------------------------------------------------------------
 // Defect 3: spawns while a thread ends, from a thread_local destructor (run
 // before the library's thread-exit cleanup) and from a pthread key
@@ -434,6 +481,30 @@ void scenario_cancel_worker_from_outside() {
             [&] { check(blz_pool_destroy(pool) == BLZ_OK, "destroy after cancel"); });
 }
 
+// A thread with a cancellation pending calls blz_pool_destroy, whose
+// pthread_join of the workers is a cancellation point: destroy must still
+// run to its end (no libblitz call is a cancellation point, blitz.h), and
+// the cancellation act at the thread's next cancellation point after it.
+
+std::atomic<blz_status> g_destroyed_with_cancel_pending{99};
+
+void *destroy_with_cancel_pending(void *pool) {
+    pthread_cancel(pthread_self());  // deferred: pending until a cancellation point
+    g_destroyed_with_cancel_pending.store(blz_pool_destroy(static_cast<blz_pool *>(pool)));
+    pthread_testcancel();
+    fail(kViolation, "the pending cancellation was lost");
+}
+
+void scenario_cancel_during_destroy() {
+    blz_pool *pool = make_pool(2);
+    pthread_t thread;
+    check(pthread_create(&thread, nullptr, destroy_with_cancel_pending, pool) == 0, "pthread_create");
+    void *result = nullptr;
+    pthread_join(thread, &result);
+    check(g_destroyed_with_cancel_pending.load() == BLZ_OK, "blz_pool_destroy was cancelled before its end");
+    check(result == PTHREAD_CANCELED, "the destroying thread was not cancelled after destroy");
+}
+
 // ---------------------------------------------------------------------------
 // Defect 6: the default pool size reads the affinity mask, which must be
 // sized for the machine: sched_getaffinity fails with EINVAL when the
@@ -475,6 +546,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kCacheTlsDestructor: return "cache with a C++ TLS destructor";
         case Mutant::kForcedUnwindEscapes: return "forced unwind leaves the job";
         case Mutant::kFixedCpuMask: return "fixed-size CPU mask";
+        case Mutant::kCreateFailureDeletes: return "failed create deletes the pool";
     }
     return "?";
 }
@@ -491,6 +563,8 @@ const std::vector<Row> &rows() {
         {"call latch set across pools", scenario_call_latch_across_pools, Expect::kClean, Mutant::kNoPinOnLatchSet},
         {"drained latch set across pools", scenario_drained_latch_across_pools, Expect::kClean, Mutant::kNone},
         {"drained latch set across pools", scenario_drained_latch_across_pools, Expect::kClean, Mutant::kNoPinOnLatchSet},
+        {"failed create vs a pin", scenario_create_failure_vs_pin, Expect::kClean, Mutant::kNone},
+        {"failed create vs a pin", scenario_create_failure_vs_pin, Expect::kClean, Mutant::kCreateFailureDeletes},
         {"spawns at thread exit", scenario_spawn_at_thread_exit, Expect::kClean, Mutant::kNone},
         {"spawns at thread exit", scenario_spawn_at_thread_exit, Expect::kClean, Mutant::kCacheKeepsFreedLists},
         {"pthread_exit in a job", scenario_pthread_exit_in_job, Expect::kAbortWithMessage, Mutant::kNone},
@@ -498,6 +572,7 @@ const std::vector<Row> &rows() {
         {"cancellation in a job", scenario_cancel_in_job, Expect::kAbortWithMessage, Mutant::kNone},
         {"cancellation in a job", scenario_cancel_in_job, Expect::kAbortWithMessage, Mutant::kForcedUnwindEscapes},
         {"pthread_cancel of a worker", scenario_cancel_worker_from_outside, Expect::kClean, Mutant::kNone},
+        {"cancellation pending in destroy", scenario_cancel_during_destroy, Expect::kClean, Mutant::kNone},
         {"default size, 1500 CPUs", scenario_many_cpus, Expect::kClean, Mutant::kNone},
         {"default size, 1500 CPUs", scenario_many_cpus, Expect::kClean, Mutant::kFixedCpuMask},
     };
