@@ -120,9 +120,6 @@ public:
         }
     }
 
-    // For tests: the ACTIVE units now.
-    uint64_t active() const { return active_units(state_.load(std::memory_order_acquire)); }
-
 private:
     static constexpr uint64_t kClosed = 1;
     static constexpr uint64_t kDestroyed = 2;

@@ -199,8 +199,10 @@ void Registry::run_user_hook(blz_thread_fn hook, uint32_t index) {
 
 bool Registry::is_own(const Worker *worker) const { return worker != nullptr && &worker->registry() == this; }
 
-blz_status Registry::enter(uint64_t units) {
-    blz_status status = admission_.enter(is_own(Worker::current()), units);
+blz_status Registry::enter(uint64_t units) { return enter(units, is_own(Worker::current())); }
+
+blz_status Registry::enter(uint64_t units, bool own_worker) {
+    blz_status status = admission_.enter(own_worker, units);
     BLZ_FAULT_POINT(kEntered, this);
     return status;
 }

@@ -57,6 +57,9 @@ public:
     // workers are admitted while accepted work still runs; every other
     // thread is refused once destroy has begun.
     blz_status enter(uint64_t units = 1);
+    // The same, for a caller that already knows whether it is one of the
+    // pool's workers.
+    blz_status enter(uint64_t units, bool own_worker);
     // `units` of accepted work are finished: the caller's last access to
     // the pool unless it is one of its workers or holds a ref.
     void leave(uint64_t units = 1);

@@ -149,9 +149,10 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, Group *group, bl
     // queueing): its task may run and leave before that, and destroy must
     // not free the pool under the call (admission.hpp). The pool's own
     // workers need no such unit: destroy joins them before freeing.
-    const bool outside = !registry.is_own(Worker::current()) && !BLZ_FAULT_MUTANT(kSpawnCountsOnlyTask);
+    const bool own_worker = registry.is_own(Worker::current());
+    const bool outside = !own_worker && !BLZ_FAULT_MUTANT(kSpawnCountsOnlyTask);
     const uint64_t units = outside ? 2 : 1;
-    blz_status admitted = registry.enter(units);
+    blz_status admitted = registry.enter(units, own_worker);
     if (admitted != BLZ_OK) return admitted;
     bool detached = out_task == nullptr;
     void *block = allocate_job_block(registry.recycler());

@@ -17,6 +17,23 @@
 
 namespace blz_test {
 
+// Which sanitizer instruments this build: g++ defines __SANITIZE_*__,
+// clang answers __has_feature.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+constexpr bool kAddressSanitizer = __has_feature(address_sanitizer);
+#else
+constexpr bool kAddressSanitizer = false;
+#endif
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+constexpr bool kThreadSanitizer = __has_feature(thread_sanitizer);
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
 // A pool destroyed at scope exit.
 class Pool {
 public:
@@ -159,16 +176,6 @@ constexpr bool kForkChildMayStartThreads = false;
 #else
 constexpr bool kForkChildMayStartThreads = true;
 #endif
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAllocatorForkSafe = false;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAllocatorForkSafe = false;
-#else
-constexpr bool kAllocatorForkSafe = true;
-#endif
-#else
-constexpr bool kAllocatorForkSafe = true;
-#endif
+constexpr bool kAllocatorForkSafe = !kAddressSanitizer;
 
 }  // namespace blz_test

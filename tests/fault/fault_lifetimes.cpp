@@ -47,13 +47,6 @@
 #include "fault.hpp"
 #include "support.hpp"
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define BLZ_LIFETIMES_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define BLZ_LIFETIMES_SANITIZED 1
-#endif
-#endif
 
 namespace {
 
@@ -63,11 +56,12 @@ using std::chrono::seconds;
 // Sanitizers and the chaos build's pauses slow the runtime down: half the
 // iterations there. On 2 CPUs the whole program then takes 5 to 15 s in
 // each build (plain, ASan, TSan, chaos); most of it is test 1's pauses.
-#if defined(BLZ_LIFETIMES_SANITIZED) || defined(BLZ_CHAOS)
-constexpr bool kSlowBuild = true;
+#if defined(BLZ_CHAOS)
+constexpr bool kChaosBuild = true;
 #else
-constexpr bool kSlowBuild = false;
+constexpr bool kChaosBuild = false;
 #endif
+constexpr bool kSlowBuild = blz_test::kAddressSanitizer || blz_test::kThreadSanitizer || kChaosBuild;
 
 blz_pool *make_pool(uint32_t threads) {
     blz_pool_config config;

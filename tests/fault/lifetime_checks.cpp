@@ -54,6 +54,7 @@
 #include "child_process.hpp"
 #include "fault.hpp"
 #include "registry.hpp"
+#include "support.hpp"
 
 namespace {
 
@@ -131,25 +132,13 @@ struct Watch {
 };
 Watch g_watch;
 
-// Whether AddressSanitizer watches this build. A scenario that saw a
-// violation then lets the held thread go on into the freed memory, for the
-// sanitizer's report; otherwise it stops there (the access that would
-// follow proves nothing without it, and may hang on a freed mutex).
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kAddressSanitizer = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kAddressSanitizer = true;
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-#else
-constexpr bool kAddressSanitizer = false;
-#endif
-
+// A scenario that saw a violation lets the held thread go on into the
+// freed memory under AddressSanitizer, for its report; otherwise it stops
+// there (the access that would follow proves nothing without it, and may
+// hang on a freed mutex).
 void violation(const char *what) {
     g_watch.violation.store(true);
-    if (!kAddressSanitizer) fail(kViolation, what);
+    if (!blz_test::kAddressSanitizer) fail(kViolation, what);
     std::fprintf(stderr, "lifetime: %s\n", what);
 }
 
