@@ -49,7 +49,7 @@ extern "C" {
 /** Major version: changes when the ABI breaks. */
 #define BLZ_VERSION_MAJOR 0
 /** Minor version: changes when the ABI grows. */
-#define BLZ_VERSION_MINOR 1
+#define BLZ_VERSION_MINOR 2
 /** Patch version: changes for fixes only. */
 #define BLZ_VERSION_PATCH 0
 /** The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH. */
@@ -77,7 +77,11 @@ enum blz_status_code {
     /** A task it waited for ended by an exception. */
     BLZ_ETASK = -6,
     /** The pool was created before fork() in another process. */
-    BLZ_EFORK = -7
+    BLZ_EFORK = -7,
+    /** A bounded wait ended before the work did; nothing was freed or changed. (0.2) */
+    BLZ_ETIMEDOUT = -8,
+    /** The work was cancelled: skipped before it started, or stopped early. (0.2) */
+    BLZ_ECANCELED = -9
 };
 
 /** A status: BLZ_OK or one of the negative blz_status_code values. */
@@ -100,6 +104,33 @@ typedef void (*blz_range_fn)(void *arg, size_t begin, size_t end);
 
 /** A worker hook: called with the pool's user pointer and the worker's index. */
 typedef void (*blz_thread_fn)(void *user, uint32_t worker_index);
+
+/**
+ * A completion callback (0.2): called once, on the worker that finished
+ * the task, with the task's status (BLZ_OK, BLZ_ETASK or BLZ_ECANCELED).
+ */
+typedef void (*blz_done_fn)(void *done_arg, blz_status status);
+
+/** blz_group_create_ex flag: the first failure in the group cancels it (0.2). */
+#define BLZ_GROUP_CANCEL_ON_FAILURE 1u
+
+/**
+ * How blz_spawn_ex spawns a task (0.2). Initialise with
+ * blz_spawn_options_init, then change the fields you need; the options are
+ * read only during the call.
+ */
+typedef struct blz_spawn_options {
+    /** sizeof(blz_spawn_options); set by blz_spawn_options_init. */
+    uint32_t struct_size;
+    /** 0 (no flag is defined yet); any other bit gives BLZ_EINVAL. */
+    uint32_t flags;
+    /** NULL, or the group the task belongs to: the group's waits count it and its cancel skips it. */
+    blz_group *group;
+    /** NULL, or called exactly once after the task ended (see blz_spawn_ex). */
+    blz_done_fn on_done;
+    /** Passed to on_done. */
+    void *done_arg;
+} blz_spawn_options;
 
 /**
  * How to build a pool. Initialise with blz_pool_config_init, then change
@@ -297,7 +328,9 @@ BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **ou
  *
  * @param task the handle blz_spawn gave.
  * @return BLZ_OK if the task returned normally;
- *         BLZ_ETASK if it ended by an exception (the handle is freed);
+ *         BLZ_ETASK if it ended by an exception or called blz_fail (the handle is freed);
+ *         BLZ_ECANCELED if its group was cancelled before it started (0.2;
+ *         it did not run; the handle is freed);
  *         BLZ_EINVAL if task is NULL;
  *         BLZ_EDEADLK if called from inside the task itself, including from
  *         work the task is waiting for on another thread (a stolen
@@ -324,7 +357,7 @@ BLZ_API blz_status blz_join(blz_task *task);
  * @param b     run on a thief, or after a on the calling worker.
  * @param arg_b passed to b.
  * @return BLZ_OK;
- *         BLZ_ETASK if a or b (or both) ended by an exception; both ran;
+ *         BLZ_ETASK if a or b (or both) ended by an exception or called blz_fail; both ran;
  *         BLZ_EINVAL if pool, a or b is NULL;
  *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
  *         BLZ_EFORK in a forked child.
@@ -339,7 +372,7 @@ BLZ_API blz_status blz_fork_join(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b
  * @param fn   the function to run.
  * @param arg  passed to fn.
  * @return BLZ_OK;
- *         BLZ_ETASK if fn ended by an exception;
+ *         BLZ_ETASK if fn ended by an exception or called blz_fail;
  *         BLZ_EINVAL if pool or fn is NULL;
  *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
  *         BLZ_EFORK in a forked child.
@@ -352,6 +385,13 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
  * (0: automatic, about eight pieces per worker). Returns when every piece
  * has run. From outside the pool it first moves into the pool.
  *
+ * Called from inside a task of a group (0.2), the loop obeys the group's
+ * cancellation: once the group is cancelled, no further piece starts (each
+ * piece costs one relaxed load to check), the pieces already running
+ * finish, and the call returns BLZ_ECANCELED. With
+ * BLZ_GROUP_CANCEL_ON_FAILURE, a failing piece cancels the group, so the
+ * rest of the loop is skipped. Outside any group it behaves as in 0.1.
+ *
  * @param pool  the pool that runs the loop.
  * @param begin the first index.
  * @param end   one past the last index.
@@ -359,7 +399,9 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
  * @param body  called as body(arg, lo, hi), concurrently on several workers.
  * @param arg   passed to every call of body.
  * @return BLZ_OK, also when begin == end (body is not called);
- *         BLZ_ETASK if a call of body ended by an exception (every other piece still ran);
+ *         BLZ_ETASK if a call of body ended by an exception or called blz_fail
+ *         (every other piece still ran, unless the group's cancel skipped them);
+ *         BLZ_ECANCELED if the task's group was cancelled and pieces were skipped (0.2);
  *         BLZ_EINVAL if pool or body is NULL or begin > end;
  *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
  *         BLZ_EFORK in a forked child.
@@ -404,9 +446,15 @@ BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg);
  * Any thread. A worker runs other jobs of its pool while it waits.
  *
  * @param group the group.
+ * A cancelled group (0.2, blz_group_cancel) is reset by the wait that
+ * reports it: later spawns run again.
+ *
  * @return BLZ_OK;
- *         BLZ_ETASK if a task of the group ended by an exception since the
- *         previous wait (the failure is reported once);
+ *         BLZ_ETASK if a task of the group ended by an exception or called
+ *         blz_fail since the previous wait (the failure is reported once,
+ *         and a cancellation with it is reset);
+ *         BLZ_ECANCELED if the group was cancelled since the previous wait
+ *         and no task failed (0.2; reported once: the group is reset);
  *         BLZ_EINVAL if group is NULL;
  *         BLZ_EDEADLK if called from inside one of the group's tasks, or from
  *         work such a task is waiting for on another thread (nothing changes);
@@ -424,6 +472,205 @@ BLZ_API blz_status blz_group_wait(blz_group *group);
  *         is freed unless the status is BLZ_EINVAL or BLZ_EDEADLK.
  */
 BLZ_API blz_status blz_group_destroy(blz_group *group);
+
+/* ---- 0.2: completion callbacks, bounded waits, cancellation, failure, broadcast ---- */
+
+/**
+ * Fills opts with the defaults: struct_size set, flags 0, no group, no
+ * on_done. Any thread. (0.2)
+ *
+ * @param opts the options to fill; NULL: nothing is done.
+ */
+BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
+
+/**
+ * Spawns fn(arg) as blz_spawn does, with options: a group, and a
+ * completion callback. (0.2)
+ *
+ * on_done(done_arg, status) runs exactly once for every task this call
+ * accepted (returned BLZ_OK), and never when it returns an error. It runs
+ * on the worker that finished the task, after fn returned, with BLZ_OK,
+ * BLZ_ETASK (fn threw, or called blz_fail) or BLZ_ECANCELED (the task's
+ * group was cancelled before the task started, so fn did not run). It
+ * runs before the task counts as finished: before a blz_join or
+ * blz_task_wait_for of the task returns (they see the same status),
+ * before a blz_group_wait of its group returns, and before
+ * blz_pool_destroy returns (queued tasks are still run, or skipped as
+ * cancelled, while destroy drains the pool). It must not block for long: a
+ * worker runs it. An exception escaping it is caught and counted in
+ * tasks_failed; it changes no status. blz_fail in on_done has no effect.
+ *
+ * Any thread.
+ *
+ * @param pool     the pool that runs the task; may be NULL when opts->group
+ *                 is set (the group's pool is used), else must be the group's pool.
+ * @param fn       the function to run.
+ * @param arg      passed to fn; it must stay valid until fn has run.
+ * @param opts     NULL for the defaults (then this is blz_spawn), else
+ *                 options whose struct_size is at least the 0.2 layout's.
+ * @param out_task NULL for a detached task, else receives the handle, to be
+ *                 passed once to blz_join, or to blz_task_wait_for until it
+ *                 returns something other than BLZ_ETIMEDOUT, or to blz_task_detach.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if fn is NULL, pool and opts->group are both NULL,
+ *         pool is not opts->group's pool, opts->struct_size is too small
+ *         or opts->flags has an unknown bit;
+ *         BLZ_ENOMEM if memory ran out;
+ *         BLZ_ESHUTDOWN if pool is being (or was) destroyed;
+ *         BLZ_EFORK in a forked child. On every error the task will not
+ *         run and on_done is not called.
+ */
+BLZ_API blz_status blz_spawn_ex(blz_pool *pool, blz_fn fn, void *arg, const blz_spawn_options *opts,
+                                blz_task **out_task);
+
+/**
+ * Waits at most timeout_ns nanoseconds for task to finish. (0.2)
+ *
+ * On BLZ_ETIMEDOUT nothing changed: the handle stays valid, to be waited
+ * for again, joined or detached. Any other status is what blz_join returns,
+ * and the handle is freed. A worker of the task's pool runs other jobs of
+ * its pool while it waits, as in blz_join, and a job it runs is never
+ * interrupted: the wait can then end later than the timeout. Any other
+ * thread blocks without spinning.
+ *
+ * Any thread; one thread at a time per task.
+ *
+ * @param task       the handle blz_spawn or blz_spawn_ex gave.
+ * @param timeout_ns how long to wait: 0 only polls, without blocking;
+ *                   UINT64_MAX waits as blz_join does.
+ * @return BLZ_OK, BLZ_ETASK or BLZ_ECANCELED: the task finished with that
+ *         status (the handle is freed);
+ *         BLZ_ETIMEDOUT if it had not finished in time (the handle stays valid);
+ *         BLZ_EINVAL if task is NULL;
+ *         BLZ_EDEADLK as for blz_join (nothing changes);
+ *         BLZ_EFORK as for blz_join (the handle is freed).
+ */
+BLZ_API blz_status blz_task_wait_for(blz_task *task, uint64_t timeout_ns);
+
+/**
+ * Frees the handle without waiting for the task, which still runs (and
+ * calls its on_done) as if it had been spawned detached. (0.2)
+ *
+ * Any thread, including the task itself; once per handle, instead of a join.
+ *
+ * @param task the handle blz_spawn or blz_spawn_ex gave.
+ * @return BLZ_OK (the handle must not be used again);
+ *         BLZ_EINVAL if task is NULL, or if another thread is waiting for it
+ *         right now (nothing changes; otherwise a handle already joined or
+ *         detached is undefined behaviour, as in blz_join).
+ */
+BLZ_API blz_status blz_task_detach(blz_task *task);
+
+/**
+ * Creates an empty group with flags. blz_group_create is this with flags 0. (0.2)
+ *
+ * BLZ_GROUP_CANCEL_ON_FAILURE: the first failure of the group's work (an
+ * exception or a blz_fail in a task, in a fork-join half or in a
+ * blz_parallel_for piece that such a task runs) cancels the group at once,
+ * as blz_group_cancel does: fail-fast.
+ *
+ * Any thread.
+ *
+ * @param pool      the pool that will run the group's tasks.
+ * @param flags     0 or BLZ_GROUP_CANCEL_ON_FAILURE; other bits: BLZ_EINVAL.
+ * @param out_group receives the group; untouched on failure.
+ * @return as blz_group_create; BLZ_EINVAL also for an unknown flag.
+ */
+BLZ_API blz_status blz_group_create_ex(blz_pool *pool, uint32_t flags, blz_group **out_group);
+
+/**
+ * Waits as blz_group_wait does, but at most timeout_ns nanoseconds. (0.2)
+ *
+ * Any thread. A worker runs other jobs of its pool while it waits (a job
+ * it runs is not interrupted, so the wait can end later than the timeout).
+ *
+ * @param group      the group.
+ * @param timeout_ns 0 only polls; UINT64_MAX waits as blz_group_wait does.
+ * @return what blz_group_wait returns, and then the group was reset as it
+ *         resets it; or BLZ_ETIMEDOUT if a task of the group was still
+ *         unfinished at the deadline (nothing changed: no failure or
+ *         cancellation was consumed).
+ */
+BLZ_API blz_status blz_group_wait_for(blz_group *group, uint64_t timeout_ns);
+
+/**
+ * Cancels the group. (0.2)
+ *
+ * Tasks of the group that have not started are skipped: fn does not run,
+ * on_done gets BLZ_ECANCELED, a join of one returns BLZ_ECANCELED. Tasks
+ * spawned into the group afterwards are skipped the same way, until a wait
+ * of the group returns and resets it. Running tasks are not interrupted:
+ * they may ask blz_cancelled() or blz_group_cancelled() and return early,
+ * and a blz_parallel_for they call stops starting pieces. Once nothing of
+ * the group runs, blz_group_wait returns BLZ_ECANCELED (BLZ_ETASK if a task
+ * failed) and resets the group for reuse.
+ *
+ * Any thread, also from inside the group's own tasks. Cancelling twice is
+ * the same as once.
+ *
+ * @param group the group.
+ * @return BLZ_OK; BLZ_EINVAL if group is NULL.
+ */
+BLZ_API blz_status blz_group_cancel(blz_group *group);
+
+/**
+ * Whether the group is cancelled (since the last wait that reset it). (0.2)
+ * Any thread. One relaxed load: a cancel from another thread is seen soon,
+ * not at once.
+ *
+ * @param group the group, or NULL.
+ * @return 1 if cancelled, 0 if not or if group is NULL.
+ */
+BLZ_API int32_t blz_group_cancelled(const blz_group *group);
+
+/**
+ * Whether the work the calling thread runs belongs to a cancelled group:
+ * the innermost task it works for (the task itself, a fork-join half or a
+ * blz_parallel_for piece of it, a blz_call it made, even when another
+ * worker runs them) is in a group that is cancelled. For long-running
+ * tasks to poll and return early. (0.2)
+ *
+ * Any thread; cheap (a walk of a few thread-local frames and one relaxed load).
+ *
+ * @return 1 if so; 0 otherwise, also outside any task or in a task with no group.
+ */
+BLZ_API int32_t blz_cancelled(void);
+
+/**
+ * Reports that the job calling it failed, as if it had thrown: a C task,
+ * a fork-join half, a blz_call function or a blz_parallel_for piece calls
+ * it and then returns. The call that waits for that job returns BLZ_ETASK
+ * (blz_join, blz_fork_join, blz_call, blz_parallel_for, blz_group_wait,
+ * blz_broadcast), on_done gets BLZ_ETASK, tasks_failed counts it once per
+ * failed job, and inside a group created with BLZ_GROUP_CANCEL_ON_FAILURE
+ * the group is cancelled at once. Calling it several times in one job
+ * is the same as once. (0.2)
+ *
+ * Any thread. Outside a job (on a thread that runs no job of any pool, or
+ * in a hook or an on_done) it does nothing.
+ */
+BLZ_API void blz_fail(void);
+
+/**
+ * Calls fn(arg, worker_index) exactly once on every worker of pool, and
+ * returns when all of them have returned: to set up or flush per-worker
+ * state. A worker runs it when it next looks for work: one busy with a long
+ * job delays the return until that job ends. (0.2)
+ *
+ * Any thread. From one of pool's own workers it does not deadlock: that
+ * worker runs its own call while waiting for the others.
+ *
+ * @param pool the pool.
+ * @param fn   called once per worker, concurrently.
+ * @param arg  passed to every call.
+ * @return BLZ_OK;
+ *         BLZ_ETASK if a call threw or called blz_fail (every worker still ran fn);
+ *         BLZ_EINVAL if pool or fn is NULL;
+ *         BLZ_ENOMEM if memory ran out (fn ran nowhere);
+ *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg);
 
 #ifdef __cplusplus
 }

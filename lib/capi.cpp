@@ -5,6 +5,8 @@
 #include <cstring>
 
 #include "blitz.h"
+#include "broadcast.hpp"
+#include "deadline.hpp"
 #include "group.hpp"
 #include "registry.hpp"
 #include "task.hpp"
@@ -19,6 +21,11 @@ namespace {
 
 // The size of blz_pool_config in version 0.1: the smallest struct_size accepted.
 constexpr uint32_t kConfigSizeV01 = offsetof(blz_pool_config, user) + sizeof(void *);
+// The size of blz_spawn_options in version 0.2, where it appeared.
+constexpr uint32_t kSpawnOptionsSizeV02 = offsetof(blz_spawn_options, done_arg) + sizeof(void *);
+// The flags each version knows; any other bit is refused.
+constexpr uint32_t kKnownSpawnFlags = 0;
+constexpr uint32_t kKnownGroupFlags = BLZ_GROUP_CANCEL_ON_FAILURE;
 
 Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }
 const Registry *registry_of(const blz_pool *pool) { return reinterpret_cast<const Registry *>(pool); }
@@ -43,6 +50,36 @@ size_t stats_prefix(uint32_t size) {
     if (size >= sizeof(blz_stats)) return sizeof(blz_stats);
     if (size < head) return size / sizeof(uint32_t) * sizeof(uint32_t);
     return head + (size - head) / sizeof(uint64_t) * sizeof(uint64_t);
+}
+
+// blz_spawn_ex's options as the library uses them, checked against `pool`.
+blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, blz::SpawnOptions &out) {
+    if (opts == nullptr) return BLZ_OK;
+    if (opts->struct_size < kSpawnOptionsSizeV02 || (opts->flags & ~kKnownSpawnFlags) != 0) return BLZ_EINVAL;
+    if (opts->group != nullptr) {
+        blz_pool *group_pool = reinterpret_cast<blz_pool *>(&group_of(opts->group)->registry());
+        if (pool == nullptr) pool = group_pool;
+        if (pool != group_pool) return BLZ_EINVAL;
+    }
+    out.group = group_of(opts->group);
+    out.on_done = opts->on_done;
+    out.done_arg = opts->done_arg;
+    return BLZ_OK;
+}
+
+// The cancellation flag a blz_parallel_for obeys: its caller's innermost task's group's.
+const std::atomic<bool> *cancel_flag_here() {
+    const SpawnedJob *task = blz::innermost_task();
+    return task != nullptr && task->group != nullptr ? task->group->cancel_flag() : nullptr;
+}
+
+blz_status status_of(blz::RangeOutcome outcome) {
+    switch (outcome) {
+        case blz::RangeOutcome::kOk: return BLZ_OK;
+        case blz::RangeOutcome::kCancelled: return BLZ_ECANCELED;
+        case blz::RangeOutcome::kFailed: break;
+    }
+    return BLZ_ETASK;
 }
 
 size_t automatic_grain(size_t count, uint32_t num_threads) {
@@ -77,8 +114,10 @@ BLZ_API const char *blz_status_string(blz_status status) {
         case BLZ_ETHREAD: return "BLZ_ETHREAD: the OS refused to start a worker thread";
         case BLZ_ESHUTDOWN: return "BLZ_ESHUTDOWN: the pool is being destroyed";
         case BLZ_EDEADLK: return "BLZ_EDEADLK: the call would wait for itself";
-        case BLZ_ETASK: return "BLZ_ETASK: a task ended by an exception";
+        case BLZ_ETASK: return "BLZ_ETASK: a task failed (an exception, or blz_fail)";
         case BLZ_EFORK: return "BLZ_EFORK: the pool belongs to the parent of a fork()";
+        case BLZ_ETIMEDOUT: return "BLZ_ETIMEDOUT: the wait ended before the work did";
+        case BLZ_ECANCELED: return "BLZ_ECANCELED: the work was cancelled";
         default: return "unknown libblitz status";
     }
 }
@@ -144,12 +183,12 @@ BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **ou
     Registry *registry = registry_of(pool);
     blz_status status = check_pool(registry);
     if (status != BLZ_OK) return status;
-    return blz::spawn_task(*registry, fn, arg, nullptr, out_task);
+    return blz::spawn_task(*registry, fn, arg, blz::SpawnOptions{}, out_task);
 }
 
 BLZ_API blz_status blz_join(blz_task *task) {
     if (task == nullptr) return BLZ_EINVAL;
-    return blz::join_task(reinterpret_cast<SpawnedJob *>(task));
+    return blz::join_task(reinterpret_cast<SpawnedJob *>(task), blz::kNoDeadline);
 }
 
 BLZ_API blz_status blz_fork_join(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
@@ -167,7 +206,7 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg) {
     Registry *registry = registry_of(pool);
     blz_status status = check_pool(registry);
     if (status != BLZ_OK) return status;
-    auto run = [&] { return blz::CFunction{fn, arg}(); };
+    auto run = [&] { return blz::run_job([&] { fn(arg); }); };
     if (own_worker(registry) != nullptr) return run() ? BLZ_OK : BLZ_ETASK;
     return registry->call_from_outside(run);
 }
@@ -180,9 +219,18 @@ BLZ_API blz_status blz_parallel_for(blz_pool *pool, size_t begin, size_t end, si
     if (status != BLZ_OK) return status;
     if (begin == end) return BLZ_OK;
     if (grain == 0) grain = automatic_grain(end - begin, registry->num_threads());
-    auto run = [&] { return blz::parallel_for_on_worker(*registry, begin, end, grain, body, arg); };
-    if (own_worker(registry) != nullptr) return run() ? BLZ_OK : BLZ_ETASK;
-    return registry->call_from_outside(run);
+    const std::atomic<bool> *cancel = cancel_flag_here();
+    blz::RangeOutcome outcome = blz::RangeOutcome::kOk;
+    auto run = [&] {
+        outcome = blz::parallel_for_on_worker(*registry, begin, end, grain, body, arg, cancel);
+        return outcome != blz::RangeOutcome::kFailed;
+    };
+    if (own_worker(registry) != nullptr) {
+        run();
+        return status_of(outcome);
+    }
+    status = registry->call_from_outside(run);
+    return status == BLZ_OK ? status_of(outcome) : status;
 }
 
 BLZ_API blz_status blz_group_create(blz_pool *pool, blz_group **out_group) {
@@ -191,7 +239,7 @@ BLZ_API blz_status blz_group_create(blz_pool *pool, blz_group **out_group) {
     blz_status status = check_pool(registry);
     if (status != BLZ_OK) return status;
     Group *group = nullptr;
-    status = Group::create(*registry, &group);
+    status = Group::create(*registry, 0, &group);
     if (status == BLZ_OK) *out_group = reinterpret_cast<blz_group *>(group);
     return status;
 }
@@ -203,12 +251,85 @@ BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg) {
 
 BLZ_API blz_status blz_group_wait(blz_group *group) {
     if (group == nullptr) return BLZ_EINVAL;
-    return group_of(group)->wait();
+    return group_of(group)->wait(blz::kNoDeadline);
 }
 
 BLZ_API blz_status blz_group_destroy(blz_group *group) {
     if (group == nullptr) return BLZ_EINVAL;
     return group_of(group)->destroy();
+}
+
+BLZ_API void blz_spawn_options_init(blz_spawn_options *opts) {
+    if (opts == nullptr) return;
+    std::memset(opts, 0, sizeof(*opts));
+    opts->struct_size = sizeof(*opts);
+}
+
+BLZ_API blz_status blz_spawn_ex(blz_pool *pool, blz_fn fn, void *arg, const blz_spawn_options *opts,
+                                blz_task **out_task) {
+    if (fn == nullptr) return BLZ_EINVAL;
+    blz::SpawnOptions options;
+    blz_status status = read_spawn_options(pool, opts, options);
+    if (status != BLZ_OK) return status;
+    Registry *registry = registry_of(pool);
+    status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    return blz::spawn_task(*registry, fn, arg, options, out_task);
+}
+
+BLZ_API blz_status blz_task_wait_for(blz_task *task, uint64_t timeout_ns) {
+    if (task == nullptr) return BLZ_EINVAL;
+    return blz::join_task(reinterpret_cast<SpawnedJob *>(task), blz::deadline_after(timeout_ns));
+}
+
+BLZ_API blz_status blz_task_detach(blz_task *task) {
+    if (task == nullptr) return BLZ_EINVAL;
+    return blz::detach_task(reinterpret_cast<SpawnedJob *>(task));
+}
+
+BLZ_API blz_status blz_group_create_ex(blz_pool *pool, uint32_t flags, blz_group **out_group) {
+    if (out_group == nullptr || (flags & ~kKnownGroupFlags) != 0) return BLZ_EINVAL;
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    Group *group = nullptr;
+    status = Group::create(*registry, flags, &group);
+    if (status == BLZ_OK) *out_group = reinterpret_cast<blz_group *>(group);
+    return status;
+}
+
+BLZ_API blz_status blz_group_wait_for(blz_group *group, uint64_t timeout_ns) {
+    if (group == nullptr) return BLZ_EINVAL;
+    return group_of(group)->wait(blz::deadline_after(timeout_ns));
+}
+
+BLZ_API blz_status blz_group_cancel(blz_group *group) {
+    if (group == nullptr) return BLZ_EINVAL;
+    group_of(group)->cancel();
+    return BLZ_OK;
+}
+
+BLZ_API int32_t blz_group_cancelled(const blz_group *group) {
+    if (group == nullptr) return 0;
+    return reinterpret_cast<const Group *>(group)->cancelled() ? 1 : 0;
+}
+
+BLZ_API int32_t blz_cancelled(void) {
+    const SpawnedJob *task = blz::innermost_task();
+    return task != nullptr && task->group != nullptr && task->group->cancelled() ? 1 : 0;
+}
+
+BLZ_API void blz_fail(void) {
+    ++blz::t_failures;  // found by the boundary of the job that runs this (job.hpp)
+    blz::cancel_group_on_failure();
+}
+
+BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg) {
+    if (fn == nullptr) return BLZ_EINVAL;
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    return blz::broadcast(*registry, fn, arg);
 }
 
 }  // extern "C"

@@ -41,11 +41,13 @@ public:
     }
 
     // Waiter, after waking or abandoning a sleep: SLEEPING -> UNSET, unless
-    // the latch was set (then it stays SET).
-    void wake_up() {
+    // the latch was set (then it stays SET). True when it went back to
+    // UNSET: no setter saw SLEEPING, so none will wake this waiter (a
+    // waiter whose bounded wait ends relies on that).
+    bool wake_up() {
         uint32_t expected = kSleeping;
-        state_.compare_exchange_strong(expected, kUnset, std::memory_order_seq_cst,
-                                       std::memory_order_seq_cst);
+        return state_.compare_exchange_strong(expected, kUnset, std::memory_order_seq_cst,
+                                              std::memory_order_seq_cst);
     }
 
     // Any thread. True when the waiter was SLEEPING and must be woken by the

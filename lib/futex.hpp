@@ -5,7 +5,9 @@
 #pragma once
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <ctime>
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,6 +20,20 @@ static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t), "a futex is a p
 // and may return spuriously: callers re-check their condition in a loop.
 inline void futex_wait(std::atomic<uint32_t> &word, uint32_t expected) {
     syscall(SYS_futex, &word, FUTEX_WAIT_PRIVATE, expected, nullptr, nullptr, 0);
+}
+
+// As futex_wait, until the absolute CLOCK_MONOTONIC time `deadline_ns`
+// (deadline.hpp; kNoDeadline: no end). False only when the deadline passed.
+inline bool futex_wait_until(std::atomic<uint32_t> &word, uint32_t expected, uint64_t deadline_ns) {
+    if (deadline_ns == UINT64_MAX) {
+        futex_wait(word, expected);
+        return true;
+    }
+    timespec end{static_cast<time_t>(deadline_ns / 1000000000u), static_cast<long>(deadline_ns % 1000000000u)};
+    // FUTEX_WAIT_BITSET takes an absolute time, on CLOCK_MONOTONIC unless
+    // FUTEX_CLOCK_REALTIME is given: no recomputing after a spurious return.
+    long rc = syscall(SYS_futex, &word, FUTEX_WAIT_BITSET_PRIVATE, expected, &end, nullptr, FUTEX_BITSET_MATCH_ANY);
+    return !(rc == -1 && errno == ETIMEDOUT);
 }
 
 // Wakes one thread blocked on `word`, if any. Harmless on a word nobody

@@ -2,15 +2,16 @@
 
 #include <new>
 
+#include "deadline.hpp"
 #include "registry.hpp"
 #include "task.hpp"
 
 namespace blz {
 
-blz_status Group::create(Registry &registry, Group **out) {
+blz_status Group::create(Registry &registry, uint32_t flags, Group **out) {
     blz_status status = registry.acquire_ref();
     if (status != BLZ_OK) return status;
-    Group *group = new (std::nothrow) Group(registry);
+    Group *group = new (std::nothrow) Group(registry, flags);
     if (group == nullptr) {
         registry.release_ref();
         return BLZ_ENOMEM;
@@ -21,7 +22,9 @@ blz_status Group::create(Registry &registry, Group **out) {
 
 blz_status Group::spawn(blz_fn fn, void *arg) {
     if (registry_->forked()) return BLZ_EFORK;
-    return spawn_task(*registry_, fn, arg, this, nullptr);
+    SpawnOptions options;
+    options.group = this;
+    return spawn_task(*registry_, fn, arg, options, nullptr);
 }
 
 void Group::task_added() {
@@ -30,8 +33,10 @@ void Group::task_added() {
     counts_.fetch_add(kOneTask, std::memory_order_relaxed);
 }
 
-void Group::task_finished(bool ok) {
-    if (!ok) failed_.store(true, std::memory_order_relaxed);  // published by the release below
+void Group::task_finished(blz_status status) {
+    // relaxed: published by the release below. A skipped task (ECANCELED)
+    // leaves no mark: the flag that skipped it is the mark.
+    if (status == BLZ_ETASK) failed_.store(true, std::memory_order_relaxed);
     // relaxed: only a first guess for the CAS, which reloads on failure.
     uint64_t counts = counts_.load(std::memory_order_relaxed);
     for (;;) {
@@ -67,31 +72,60 @@ void Group::notify_waiters() {
     }
 }
 
-blz_status Group::wait() {
+blz_status Group::wait(uint64_t deadline) {
     if (is_running_on_this_thread(this)) return BLZ_EDEADLK;
     if (registry_->forked()) return BLZ_EFORK;  // the parent's tasks never finish here
+    if (!wait_for_tasks(deadline)) return BLZ_ETIMEDOUT;
+    return take_outcome();
+}
+
+// True once no task of the group is unfinished; false if the deadline
+// passed first (the waiter is then out of the list).
+bool Group::wait_for_tasks(uint64_t deadline) {
     // acquire (here and under the lock): a zero count makes the tasks'
     // effects visible, paired with their acq_rel decrement.
-    if (pending_of(counts_.load(std::memory_order_acquire)) != 0) {
-        Parker parker;
-        Waiter waiter{Latch(Latch::current_thread(&parker)), nullptr};
-        bool registered = false;
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (pending_of(counts_.load(std::memory_order_acquire)) != 0) {
-                waiter.next = waiters_;
-                waiters_ = &waiter;
-                registered = true;
-            }
-        }
-        if (registered) waiter.latch.wait();
+    if (pending_of(counts_.load(std::memory_order_acquire)) == 0) return true;
+    if (deadline_passed(deadline)) return false;
+    Parker parker;
+    Waiter waiter{Latch(Latch::current_thread(&parker)), nullptr};
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (pending_of(counts_.load(std::memory_order_acquire)) == 0) return true;
+        waiter.next = waiters_;
+        waiters_ = &waiter;
     }
+    if (waiter.latch.wait_until(deadline)) return true;
+    if (withdraw(&waiter)) return false;
+    waiter.latch.wait();  // the last task took the list: its set is on the way
+    return true;
+}
+
+// Takes `waiter` out of the list; false when the last task already took it.
+bool Group::withdraw(Waiter *waiter) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (Waiter **link = &waiters_; *link != nullptr; link = &(*link)->next) {
+        if (*link == waiter) {
+            *link = waiter->next;
+            return true;
+        }
+    }
+    return false;
+}
+
+// What a finished wait reports, once: a failure, else a cancellation.
+// Both marks are cleared, which resets the group for reuse.
+blz_status Group::take_outcome() {
     // acq_rel: reports each failure to exactly one waiter.
-    return failed_.exchange(false, std::memory_order_acq_rel) ? BLZ_ETASK : BLZ_OK;
+    const bool failed = failed_.exchange(false, std::memory_order_acq_rel);
+    // relaxed: the flag is a request (see group.hpp); the exchange makes
+    // one waiter the one that reports and clears it.
+    const bool cancelled = cancelled_.exchange(false, std::memory_order_relaxed);
+    if (failed) return BLZ_ETASK;
+    return cancelled ? BLZ_ECANCELED : BLZ_OK;
 }
 
 blz_status Group::destroy() {
-    blz_status status = wait();
+    blz_status status = wait(kNoDeadline);
     if (status == BLZ_EDEADLK) return status;
     if (status == BLZ_EFORK) {
         // In a forked child the unfinished tasks' references never drop.

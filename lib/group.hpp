@@ -11,7 +11,17 @@
 // mutex (only if pending is still zero, since a new spawn may have raced
 // in), sets each latch after unlocking, and only then drops its ref.
 // Either the waiter's locked check sees zero, or its latch is in the list
-// when the last task locks: no lost wake-up.
+// when the last task locks: no lost wake-up. A bounded wait that ends
+// first takes its entry out of the list under the mutex; if the entry is
+// gone, the last task has taken the list and will set the latch, and the
+// waiter waits for that set (its latch lives on its stack).
+//
+// Cancellation is one flag, `cancelled_`: set by cancel() (or by a failure
+// in a group made with BLZ_GROUP_CANCEL_ON_FAILURE), read relaxed by every
+// task before it starts and by blz_cancelled()/parallel_for pieces, and
+// cleared by the wait that reports it. Relaxed is enough: a cancel is a
+// request, and a task that starts just after it may still run (a cancel
+// promises only that tasks starting after they can see it are skipped).
 #pragma once
 
 #include <atomic>
@@ -27,17 +37,27 @@ class Registry;
 
 class Group {
 public:
-    static blz_status create(Registry &registry, Group **out);
+    static blz_status create(Registry &registry, uint32_t flags, Group **out);
 
     blz_status spawn(blz_fn fn, void *arg);
-    blz_status wait();
+    // kNoDeadline (deadline.hpp): blz_group_wait; else BLZ_ETIMEDOUT when
+    // it passed first, with nothing reset.
+    blz_status wait(uint64_t deadline);
     blz_status destroy();
 
     Registry &registry() const { return *registry_; }
 
+    void cancel() { cancelled_.store(true, std::memory_order_relaxed); }  // relaxed: see above
+    bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
+    const std::atomic<bool> *cancel_flag() const { return &cancelled_; }
+    // A failure of the group's work: cancels the group if it was made to.
+    void work_failed() {
+        if (cancel_on_failure_) cancel();
+    }
+
     // Called by spawn_task before the task is queued, and by the task when it ends.
     void task_added();
-    void task_finished(bool ok);
+    void task_finished(blz_status status);
 
 private:
     struct Waiter {
@@ -45,12 +65,17 @@ private:
         Waiter *next;
     };
 
-    explicit Group(Registry &registry) : registry_(&registry) {}
+    Group(Registry &registry, uint32_t flags)
+        : registry_(&registry), cancel_on_failure_((flags & BLZ_GROUP_CANCEL_ON_FAILURE) != 0) {}
 
     void notify_waiters();
     void unref();
+    bool wait_for_tasks(uint64_t deadline);
+    bool withdraw(Waiter *waiter);
+    blz_status take_outcome();
 
     Registry *const registry_;
+    const bool cancel_on_failure_;
     static constexpr uint64_t kOneRef = 1;
     static constexpr uint64_t kOnePending = uint64_t{1} << 32;
     static constexpr uint64_t kOneTask = kOnePending + kOneRef;
@@ -58,6 +83,7 @@ private:
 
     std::atomic<uint64_t> counts_{kOneRef};  // the handle's ref
     std::atomic<bool> failed_{false};
+    std::atomic<bool> cancelled_{false};
     std::mutex mutex_;
     Waiter *waiters_ = nullptr;  // guarded by mutex_
 };

@@ -45,8 +45,22 @@ struct TaskFrame {
 };
 extern constinit thread_local const TaskFrame *t_task_frames __attribute__((tls_model("initial-exec")));
 
-// Counts a task that ended by an exception in the calling worker's pool.
-void count_task_failure();
+// Failures reported by blz_fail, counted per thread: blz_fail adds one,
+// and the boundary of the job that called it (consume_failures) compares
+// the count with what it was when the job started, and puts it back, so a
+// failure belongs to the innermost job around the call and to no other.
+// Inline code (a fork-join half run by its forker, a parallel_for split)
+// belongs to the job it runs in. Outside any job, an increment is seen by
+// nobody: blz_fail does nothing there.
+extern constinit thread_local uint32_t t_failures __attribute__((tls_model("initial-exec")));
+
+// A job failed (an exception, or blz_fail): counted in the calling
+// worker's pool; and if the innermost task it works for is in a group that
+// cancels on failure, that group is cancelled now (fail-fast).
+void job_failed();
+
+// blz_fail's second half: the cancel-on-failure group, at once.
+void cancel_group_on_failure();
 
 // User code on a worker was left by an unwind that is not a C++
 // exception: glibc's forced unwind (pthread_exit, or a cancellation the
@@ -80,9 +94,31 @@ bool run_guarded(F &&f) {
         return true;
     } catch (...) {
         stop_unless_cxx_exception("a job");
-        count_task_failure();
+        job_failed();
         return false;
     }
+}
+
+// Runs `f` (returning true when it ended normally) as a job's boundary
+// for blz_fail: false also when a blz_fail inside it was not consumed by
+// an inner boundary. Counts such a failure once, unless `f` counted its
+// own (it returned false). Two loads of a thread-local when nothing failed.
+template <class F>
+bool consume_failures(F &&f) {
+    const uint32_t before = t_failures;
+    const bool ok = f();
+    if (t_failures != before) [[unlikely]] {
+        t_failures = before;
+        if (ok) job_failed();
+        return false;
+    }
+    return ok;
+}
+
+// User code as a whole job: exceptions and blz_fail both make it false.
+template <class F>
+bool run_job(F &&f) {
+    return consume_failures([&f] { return run_guarded(f); });
 }
 
 // Runs `fn` (a callable returning true when it ended normally) on whatever
@@ -109,7 +145,7 @@ struct StackJob : Base {
         auto *self = static_cast<StackJob *>(job);
         TaskFrame bridge{nullptr, t_task_frames, self->submitter_frames};
         t_task_frames = &bridge;
-        self->ok = self->fn();
+        self->ok = consume_failures(self->fn);  // the failures of a stolen half are the thief's to find
         t_task_frames = bridge.outer;
         self->latch.set();  // last access: the frame holding *self may end now
     }

@@ -41,6 +41,12 @@ public:
     // The waiter: returns once the latch is set.
     void wait();
 
+    // The waiter: wait() until the absolute time `deadline` (deadline.hpp).
+    // False when it passed first; then no setter is committed to wake the
+    // waiter, and it may wait again later (or stop waiting, once it made
+    // sure nobody will set the latch).
+    bool wait_until(uint64_t deadline);
+
     bool probe() const { return core_.probe(); }
     CoreLatch<> &core() { return core_; }
 

@@ -32,12 +32,7 @@ class Parker {
 public:
     // Blocks until unpark() has been called.
     void park() {
-        for (uint32_t i = 0; i < kSpinYields; ++i) {
-            // acquire: pairs with unpark's exchange, so what the setter did
-            // before setting the latch is visible here.
-            if (token_.load(std::memory_order_acquire) == kSet) return;
-            std::this_thread::yield();
-        }
+        if (spin_until_set()) return;
         uint32_t expected = kEmpty;
         // acquire on failure: the token is kSet, as in the load above. On
         // success announcing kBlocked publishes nothing, but gcc rejects a
@@ -48,12 +43,41 @@ public:
         while (token_.load(std::memory_order_acquire) != kSet) futex_wait(token_, kBlocked);
     }
 
+    // park() until the absolute CLOCK_MONOTONIC time `deadline`
+    // (deadline.hpp). False when it passed first: the token is then back
+    // to kEmpty, so a later unpark() costs no system call and a later
+    // park() blocks again.
+    bool park_until(uint64_t deadline) {
+        if (spin_until_set()) return true;
+        uint32_t expected = kEmpty;
+        // acquire on failure: as in park().
+        if (!token_.compare_exchange_strong(expected, kBlocked, std::memory_order_acquire)) return true;
+        // acquire: as in park().
+        while (token_.load(std::memory_order_acquire) != kSet) {
+            if (futex_wait_until(token_, kBlocked, deadline)) continue;
+            expected = kBlocked;
+            // acquire on failure: the token is kSet, the setter's work is ours.
+            return !token_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire);
+        }
+        return true;
+    }
+
     void unpark() {
         // release: see park(). The exchange says whether the waiter blocked.
         if (token_.exchange(kSet, std::memory_order_release) == kBlocked) futex_wake_one(token_);
     }
 
 private:
+    bool spin_until_set() const {
+        for (uint32_t i = 0; i < kSpinYields; ++i) {
+            // acquire: pairs with unpark's exchange, so what the setter did
+            // before setting the latch is visible here.
+            if (token_.load(std::memory_order_acquire) == kSet) return true;
+            std::this_thread::yield();
+        }
+        return false;
+    }
+
     static constexpr uint32_t kEmpty = 0;
     static constexpr uint32_t kSet = 1;
     static constexpr uint32_t kBlocked = 2;

@@ -12,7 +12,10 @@
 //     seq-cst fence; final check of the shared jobs (the injector, and
 //     the tasks spawned onto workers' deques);
 //     blocked = 1; unlock; block on the futex word `blocked` until a
-//     waker clears it.
+//     waker clears it, or (a bounded wait) until the deadline: then, under
+//     the mutex, a sleeper still marked blocked clears the mark and
+//     undoes its own registration, as a final check that finds work
+//     does; one that a waker claimed first was woken.
 // A poster publishes its job, (shared jobs only: seq-cst fence), turns an
 // even JEC odd, and wakes at most num_jobs sleepers, decrementing `sleeping`
 // for each worker it wakes (the waker decrements, never the woken worker).
@@ -72,6 +75,7 @@ enum class IdleOutcome {
     kLatchSet,     // the awaited latch was set on the way to sleep
     kAborted,      // the last check found new work (JEC changed or a shared job)
     kWoken,        // blocked, then woken
+    kTimedOut,     // blocked, and the deadline passed before a waker came
 };
 
 template <class Sync = StdSync>
@@ -166,9 +170,10 @@ public:
     // and gets sleepy now: searchers beyond the CPUs the pool may use only
     // take turns on them with the workers that have work. Skipping rounds
     // changes only when a worker sleeps, never how (the protocol below).
+    // `deadline` (deadline.hpp): a bounded wait blocks no longer than that.
     template <class HasSharedJobs>
     IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs,
-                              uint32_t max_searching = UINT32_MAX) {
+                              uint32_t max_searching = UINT32_MAX, uint64_t deadline = UINT64_MAX) {
         if (idle.rounds < kSleepy) {
             if (counters_.load().awake_but_idle() <= max_searching) {
                 Sync::yield();
@@ -188,7 +193,7 @@ public:
             Sync::yield();
             return IdleOutcome::kKeepLooking;
         }
-        return sleep(idle, latch, has_shared_jobs);
+        return sleep(idle, latch, has_shared_jobs, deadline);
     }
 
     // --- the poster's side ---
@@ -302,7 +307,7 @@ private:
     }
 
     template <class HasSharedJobs>
-    IdleOutcome sleep(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs) {
+    IdleOutcome sleep(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs, uint64_t deadline) {
         if (!latch.get_sleepy()) return IdleOutcome::kLatchSet;
 
         WorkerSleepState &st = states_[idle.worker_index];
@@ -351,9 +356,16 @@ private:
         // that locks after us sees 1 and wakes us.
         st.blocked.store(1, std::memory_order_relaxed);
         lock.unlock();
-        // acquire: pairs with the waker's release. Only a waker clears the
-        // word, so a spurious return from wait() just blocks again.
-        while (st.blocked.load(std::memory_order_acquire) != 0) Sync::wait(st.blocked, 1);
+        // acquire: pairs with the waker's release. Only a waker (or our own
+        // timeout, below) clears the word, so a spurious return just blocks again.
+        while (st.blocked.load(std::memory_order_acquire) != 0) {
+            if (Sync::wait_until(st.blocked, 1, deadline)) continue;
+            if (give_up_sleep(st)) {
+                idle.wake_fully();
+                latch.wake_up();
+                return IdleOutcome::kTimedOut;
+            }
+        }
         if constexpr (Sync::kMutant == Mutant::kSleeperDecrements) counters_.sub_sleeping_thread();
 
         bump(st.wakeups);
@@ -361,6 +373,20 @@ private:
         idle.wake_fully();
         latch.wake_up();
         return IdleOutcome::kWoken;
+    }
+
+    // The deadline passed while blocked. Under the mutex, like every write
+    // of `blocked`: if no waker has cleared it, nobody will count this
+    // worker awake, so it clears the mark and leaves `sleeping` itself
+    // (exactly one of it and a waker decrements). False when a waker came
+    // first: the worker was woken.
+    bool give_up_sleep(WorkerSleepState &st) {
+        std::lock_guard<typename Sync::mutex> lock(st.mutex);
+        // relaxed: the mutex orders it with the waker's store.
+        if (st.blocked.load(std::memory_order_relaxed) == 0) return false;
+        st.blocked.store(0, std::memory_order_relaxed);
+        counters_.sub_sleeping_thread();
+        return true;
     }
 
     void release_memory() {

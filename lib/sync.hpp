@@ -7,8 +7,10 @@
 //   template <class T> using atomic;  // load/store/exchange/compare_exchange/fetch_*
 //                                     // taking std::memory_order arguments
 //   using mutex;                      // lock()/unlock()
-//   static void wait(atomic<uint32_t>&, uint32_t expected);  // block while it holds expected
-//                                     // (may return spuriously)
+//   static bool wait_until(atomic<uint32_t>&, uint32_t expected, uint64_t deadline);
+//                                     // block while it holds expected, until the
+//                                     // deadline (deadline.hpp; may return spuriously);
+//                                     // false only when the deadline passed
 //   static void wake_one(atomic<uint32_t>&);                 // wake one thread blocked in wait
 //   static void full_fence();         // a sequentially consistent fence
 //   static void yield();              // give the CPU away for a moment
@@ -65,9 +67,9 @@ struct StdSync {
         chaos::Around pause;
         blz::full_fence();
     }
-    static void wait(atomic<uint32_t> &word, uint32_t expected) noexcept {
+    static bool wait_until(atomic<uint32_t> &word, uint32_t expected, uint64_t deadline) noexcept {
         chaos::Around pause;
-        futex_wait(word.underlying(), expected);
+        return futex_wait_until(word.underlying(), expected, deadline);
     }
     static void wake_one(atomic<uint32_t> &word) noexcept {
         chaos::Around pause;
@@ -79,7 +81,9 @@ struct StdSync {
     using mutex = std::mutex;
 
     static void full_fence() noexcept { blz::full_fence(); }
-    static void wait(std::atomic<uint32_t> &word, uint32_t expected) noexcept { futex_wait(word, expected); }
+    static bool wait_until(std::atomic<uint32_t> &word, uint32_t expected, uint64_t deadline) noexcept {
+        return futex_wait_until(word, expected, deadline);
+    }
     static void wake_one(std::atomic<uint32_t> &word) noexcept { futex_wake_one(word); }
 #endif
     static void yield() noexcept { sched_yield(); }

@@ -13,9 +13,11 @@
 namespace blz {
 
 constinit thread_local const TaskFrame *t_task_frames = nullptr;
+constinit thread_local uint32_t t_failures = 0;
 
 namespace {
 Latch *const kFinished = reinterpret_cast<Latch *>(uintptr_t{1});
+Latch *const kDetached = reinterpret_cast<Latch *>(uintptr_t{2});
 
 // A joined task's memory goes to the joiner's own cache: the joiner may
 // outlive the pool, whose recycler is gone by then.
@@ -25,36 +27,68 @@ void free_task(SpawnedJob *task) {
 }
 }
 
-SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, Group *task_group, bool is_detached)
+SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const SpawnOptions &options,
+                       bool detached)
     : QueuedJob(&run),
       registry(&owner),
       fn(task_fn),
       arg(task_arg),
-      group(task_group),
-      detached(is_detached),
-      fork_generation(g_fork_generation.load(std::memory_order_relaxed)) {}
+      group(options.group),
+      on_done(options.on_done),
+      done_arg(options.done_arg),
+      fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
+      joiner(detached ? kDetached : nullptr) {}
+
+namespace {
+
+// The task's own work: skipped when its group is cancelled before it starts.
+blz_status run_task_body(SpawnedJob *task) {
+    if (task->group != nullptr && task->group->cancelled()) return BLZ_ECANCELED;
+    TaskFrame frame{task, t_task_frames, nullptr};
+    t_task_frames = &frame;
+    const bool ok = run_job([task] { task->fn(task->arg); });
+    t_task_frames = frame.outer;
+    return ok ? BLZ_OK : BLZ_ETASK;
+}
+
+// on_done has nobody to report to: its exception is counted, its blz_fail
+// belongs to no job (the count is put back).
+void call_on_done(const SpawnedJob *task, blz_status status) {
+    const uint32_t failures = t_failures;
+    try {
+        task->on_done(task->done_arg, status);
+    } catch (...) {
+        stop_unless_cxx_exception("an on_done callback");
+        task->registry->count_task_failure();
+    }
+    t_failures = failures;
+}
+
+}  // namespace
 
 void SpawnedJob::run(Job *job) {
     auto *task = static_cast<SpawnedJob *>(job);
     Registry &registry = *task->registry;
     Group *group = task->group;
 
-    TaskFrame frame{task, t_task_frames, nullptr};
-    t_task_frames = &frame;
-    bool ok = run_guarded([task] { task->fn(task->arg); });
-    t_task_frames = frame.outer;
+    const blz_status status = run_task_body(task);
+    if (task->on_done != nullptr) call_on_done(task, status);
 
-    if (task->detached) {
+    task->status = status;
+    // acquire alone (no exchange) for a task nobody can join: no other
+    // thread writes its word again; acquire orders a late detacher's CAS
+    // before the free. Otherwise acq_rel: release publishes `status` to the
+    // joiner, acquire makes the joiner's latch (written before its CAS)
+    // visible to us.
+    Latch *joiner = task->joiner.load(std::memory_order_acquire);
+    if (joiner != kDetached) joiner = task->joiner.exchange(kFinished, std::memory_order_acq_rel);
+    if (joiner == kDetached) {
         task->~SpawnedJob();
         registry.recycle(task);  // for the next spawn, likely from the thread that spawned this one
-    } else {
-        task->failed = !ok;
-        // acq_rel: release publishes `failed` to the joiner; acquire makes the
-        // joiner's latch (written before its CAS) visible to us.
-        Latch *joiner = task->joiner.exchange(kFinished, std::memory_order_acq_rel);
-        if (joiner != nullptr) joiner->set();
+    } else if (joiner != nullptr) {
+        joiner->set();
     }
-    if (group != nullptr) group->task_finished(ok);
+    if (group != nullptr) group->task_finished(status);
     registry.leave();
 }
 
@@ -143,7 +177,26 @@ bool is_running_on_this_thread(const Group *group) {
     return any_task_on_this_thread([group](const SpawnedJob *t) { return t->group == group; });
 }
 
-blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, Group *group, blz_task **out_task) {
+void job_failed() {
+    Worker::current()->registry().count_task_failure();
+    cancel_group_on_failure();
+}
+
+void cancel_group_on_failure() {
+    const SpawnedJob *task = innermost_task();
+    if (task != nullptr && task->group != nullptr) task->group->work_failed();
+}
+
+const SpawnedJob *innermost_task() {
+    // A bridge frame's work is its submitter's: follow the submitter, not
+    // the thread's own enclosing frames.
+    for (const TaskFrame *f = t_task_frames; f != nullptr; f = f->submitter) {
+        if (f->task != nullptr) return f->task;
+    }
+    return nullptr;
+}
+
+blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptions &options, blz_task **out_task) {
     // From a thread that is not one of the pool's workers, the call itself
     // is admitted too, until its last access to the pool (the post after
     // queueing): its task may run and leave before that, and destroy must
@@ -160,36 +213,70 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, Group *group, bl
         registry.leave(units);
         return BLZ_ENOMEM;
     }
-    auto *task = new (block) SpawnedJob(registry, fn, arg, group, detached);
-    if (group != nullptr) group->task_added();
+    auto *task = new (block) SpawnedJob(registry, fn, arg, options, detached);
+    if (options.group != nullptr) options.group->task_added();
     if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
     registry.submit(task);  // the task may run and (if detached) be freed from here on
     if (outside) registry.leave();  // the call's unit: its last access to the pool
     return BLZ_OK;
 }
 
-blz_status join_task(SpawnedJob *task) {
+namespace {
+
+// Waits on a latch put into the task's word, until the task sets it or
+// the deadline passes. False when it passed and the latch was taken back:
+// the task will never see it.
+bool wait_for_finish(SpawnedJob *task, uint64_t deadline) {
+    Parker parker;
+    Latch latch(Latch::current_thread(&parker));
+    Latch *expected = nullptr;
+    // acq_rel: release publishes our latch to the task; acquire (also on
+    // failure, when we find kFinished) makes `status` visible.
+    if (!task->joiner.compare_exchange_strong(expected, &latch, std::memory_order_acq_rel,
+                                              std::memory_order_acquire)) {
+        return true;
+    }
+    if (latch.wait_until(deadline)) return true;
+    expected = &latch;
+    // acquire on failure: the task exchanged kFinished (its `status` is
+    // ours) and is about to set the latch, which must outlive that set.
+    if (task->joiner.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed,
+                                             std::memory_order_acquire)) {
+        return false;  // relaxed on success: nothing was published, nothing is read
+    }
+    latch.wait();
+    return true;
+}
+
+}  // namespace
+
+blz_status join_task(SpawnedJob *task, uint64_t deadline) {
     if (is_running_on_this_thread(task)) return BLZ_EDEADLK;
-    // acquire: pairs with the task's exchange, so `failed` is visible.
+    // acquire: pairs with the task's exchange, so `status` is visible.
     Latch *seen = task->joiner.load(std::memory_order_acquire);
     if (seen != kFinished) {
         if (task->fork_generation != g_fork_generation.load(std::memory_order_relaxed)) {
             free_task(task);  // queued or running in the parent: it never finishes here
             return BLZ_EFORK;
         }
-        Parker parker;
-        Latch latch(Latch::current_thread(&parker));
-        Latch *expected = nullptr;
-        // acq_rel: release publishes our latch to the task; acquire (also on
-        // failure, when we find kFinished) makes `failed` visible.
-        if (task->joiner.compare_exchange_strong(expected, &latch, std::memory_order_acq_rel,
-                                                 std::memory_order_acquire)) {
-            latch.wait();
-        }
+        if (deadline_passed(deadline) || !wait_for_finish(task, deadline)) return BLZ_ETIMEDOUT;
     }
-    bool failed = task->failed;
+    const blz_status status = task->status;
     free_task(task);
-    return failed ? BLZ_ETASK : BLZ_OK;
+    return status;
+}
+
+blz_status detach_task(SpawnedJob *task) {
+    Latch *expected = nullptr;
+    // release: orders our last access before the task's free (its acquire);
+    // acquire on failure: a kFinished task's memory is ours to free.
+    if (task->joiner.compare_exchange_strong(expected, kDetached, std::memory_order_release,
+                                             std::memory_order_acquire)) {
+        return BLZ_OK;
+    }
+    if (expected != kFinished) return BLZ_EINVAL;  // another thread waits for it right now
+    free_task(task);
+    return BLZ_OK;
 }
 
 }  // namespace blz

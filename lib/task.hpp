@@ -1,13 +1,25 @@
 // Spawned tasks: heap jobs that run later, detached or joined through a
 // blz_task handle, alone or as part of a group.
 //
-// A joined task's `joiner` word tells the two parties apart:
+// The `joiner` word tells the task and its handle apart:
 //   nullptr     the task has not finished and nobody waits;
 //   a latch     the joiner waits on that latch (on its own stack);
-//   kFinished   the task has finished; `failed` is valid.
-// The task exchanges in kFinished as its last access to itself, then sets
-// the joiner's latch if there was one; the joiner frees the task only after
-// it has seen kFinished (by its own load or CAS, or through the latch).
+//   kDetached   nobody will join: the task frees itself when it ends
+//               (spawned without a handle, or blz_task_detach);
+//   kFinished   the task has finished; `status` is valid.
+// Who frees the task: the one of the two that comes second. The task
+// exchanges in kFinished as its last access to itself (then sets the
+// joiner's latch if there was one, or frees itself if it finds
+// kDetached); the handle's owner frees it only after it has seen kFinished
+// (by its own load or CAS, or through the latch). A bounded wait that
+// ends first takes its latch back by CAS (latch -> nullptr); if the CAS
+// fails the task has already taken the latch, and the waiter waits for
+// the set that follows, however long the deadline, since the latch lives
+// on its stack.
+//
+// on_done runs before the exchange: a joiner sees its status only after
+// it returned; and before the group and the pool hear of the end, so that
+// a group wait and destroy return after it too.
 #pragma once
 
 #include <atomic>
@@ -21,17 +33,25 @@ namespace blz {
 class Group;
 class Registry;
 
+// What blz_spawn_ex adds to a spawn.
+struct SpawnOptions {
+    Group *group = nullptr;  // nullptr unless spawned into a group
+    blz_done_fn on_done = nullptr;
+    void *done_arg = nullptr;
+};
+
 struct SpawnedJob : QueuedJob {
-    SpawnedJob(Registry &registry, blz_fn fn, void *arg, Group *group, bool detached);
+    SpawnedJob(Registry &registry, blz_fn fn, void *arg, const SpawnOptions &options, bool detached);
 
     Registry *const registry;
     const blz_fn fn;
     void *const arg;
-    Group *const group;      // nullptr unless spawned into a group
-    const bool detached;     // no handle: the job frees itself
+    Group *const group;
+    const blz_done_fn on_done;
+    void *const done_arg;
     const uint64_t fork_generation;
-    bool failed = false;     // joined tasks: written before kFinished is published
-    std::atomic<Latch *> joiner{nullptr};
+    blz_status status = BLZ_OK;  // written before kFinished is published
+    std::atomic<Latch *> joiner;
 
     static void run(Job *job);
 };
@@ -41,10 +61,18 @@ struct SpawnedJob : QueuedJob {
 bool is_running_on_this_thread(const SpawnedJob *task);
 bool is_running_on_this_thread(const Group *group);
 
-// blz_spawn and blz_group_spawn: admit, allocate, queue.
-blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, Group *group, blz_task **out_task);
+// The innermost spawned task the calling thread works for (its own frames,
+// or through a bridge its submitter's), or nullptr.
+const SpawnedJob *innermost_task();
 
-// blz_join.
-blz_status join_task(SpawnedJob *task);
+// blz_spawn, blz_spawn_ex and blz_group_spawn: admit, allocate, queue.
+blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptions &options, blz_task **out_task);
+
+// blz_join (deadline kNoDeadline) and blz_task_wait_for: BLZ_ETIMEDOUT
+// leaves the handle valid, any other status frees it.
+blz_status join_task(SpawnedJob *task, uint64_t deadline);
+
+// blz_task_detach.
+blz_status detach_task(SpawnedJob *task);
 
 }  // namespace blz

@@ -31,10 +31,13 @@ Worker::Worker(Registry &registry, uint32_t index)
       rng_{seed_for(index)},
       terminate_(Latch::Waiter{this, nullptr}) {}
 
-void Worker::wait_until(CoreLatch<> &latch) {
+bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
     Sleep<> &sleep = *sleep_;
     auto has_shared_jobs = [this] { return registry_->has_shared_jobs(); };
+    // Before sleeping, also this worker's own mail (post_mail).
+    auto has_jobs_for_me = [this] { return mailbox_.has_jobs() || registry_->has_shared_jobs(); };
     while (!latch.probe()) {
+        if (deadline_passed(deadline)) return false;
         // One search while still active: a worker fed by steals or by the
         // injector (a stream of spawns from outside) goes from job to job
         // without the two counter updates of going idle and back.
@@ -47,15 +50,19 @@ void Worker::wait_until(CoreLatch<> &latch) {
         bool woken = false;
         while (!latch.probe()) {
             found = find_work(woken);
-            if (found != nullptr) break;
-            woken = sleep.no_work_found(idle, latch, has_shared_jobs, fork_awake_limit_) == IdleOutcome::kWoken;
+            if (found != nullptr || deadline_passed(deadline)) break;
+            IdleOutcome outcome = sleep.no_work_found(idle, latch, has_jobs_for_me, fork_awake_limit_, deadline);
+            if (outcome == IdleOutcome::kTimedOut) break;
+            woken = outcome == IdleOutcome::kWoken;
         }
-        // Leaving the idle state: we found a job, or the latch was set (the
-        // work we were waiting for is done: also a reason to be awake).
+        // Leaving the idle state: we found a job, the latch was set (the
+        // work we were waiting for is done: also a reason to be awake), or
+        // the deadline passed.
         sleep.work_found(index_, has_shared_jobs);
-        if (found == nullptr) return;
+        if (found == nullptr) return latch.probe();
         execute(found);
     }
+    return true;
 }
 
 Job *Worker::find_work(bool woken) {
@@ -65,6 +72,7 @@ Job *Worker::find_work(bool woken) {
     if (woken) {
         if (Job *job = registry_->injector().pop()) return job;
     }
+    if (Job *job = mailbox_.pop()) return job;
     if (Job *job = pop()) return job;
     no_public_tasks();  // an empty pop: our deque is empty
     if (Job *job = steal()) return job;
@@ -91,8 +99,6 @@ Job *Worker::steal() {
         if (!contended) return nullptr;  // every deque was seen empty
     }
 }
-
-void count_task_failure() { Worker::current()->registry().count_task_failure(); }
 
 void die_unwound_out_of(const char *what) {
     // write(2), not stdio: nothing here may allocate or take a lock the
@@ -138,6 +144,18 @@ void Latch::set() {
     }
 }
 
+bool Latch::wait_until(uint64_t deadline) {
+    if (Worker *worker = this->worker()) return worker->wait_until(core_, deadline);
+    if (!core_.get_sleepy()) return true;
+    if (!core_.fall_asleep()) return true;
+    if (parker()->park_until(deadline)) return true;
+    // Back to UNSET unless a setter found SLEEPING meanwhile: that setter
+    // will unpark us, and the parker must outlive its call.
+    if (core_.wake_up()) return false;
+    parker()->park();
+    return true;
+}
+
 void Latch::wait() {
     if (Worker *worker = this->worker()) {
         worker->wait_until(core_);
@@ -151,16 +169,28 @@ void Latch::wait() {
     parker()->park();
 }
 
-bool parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
-                            blz_range_fn body, void *arg) {
+RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
+                                    blz_range_fn body, void *arg, const std::atomic<bool> *cancel) {
     if (end - begin <= grain) {
-        return run_guarded([&] { body(arg, begin, end); });
+        // relaxed: a cancel is a request (group.hpp); one load per piece.
+        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return RangeOutcome::kCancelled;
+        return run_job([&] { body(arg, begin, end); }) ? RangeOutcome::kOk : RangeOutcome::kFailed;
     }
     size_t mid = begin + (end - begin) / 2;
-    // Each half asks for the current worker: a thief runs it on its own thread.
-    auto left = [&] { return parallel_for_on_worker(registry, begin, mid, grain, body, arg); };
-    auto right = [&] { return parallel_for_on_worker(registry, mid, end, grain, body, arg); };
-    return Worker::current()->join(left, right);
+    // Each half asks for the current worker: a thief runs it on its own
+    // thread. The join's halves report success as a bool: a half is "ok"
+    // unless it failed, and a cancelled half is remembered aside.
+    std::atomic<bool> skipped{false};
+    auto half = [&](size_t lo, size_t hi) {
+        RangeOutcome outcome = parallel_for_on_worker(registry, lo, hi, grain, body, arg, cancel);
+        // relaxed: read after the join, which orders both halves before it.
+        if (outcome == RangeOutcome::kCancelled) skipped.store(true, std::memory_order_relaxed);
+        return outcome != RangeOutcome::kFailed;
+    };
+    if (!Worker::current()->join([&] { return half(begin, mid); }, [&] { return half(mid, end); })) {
+        return RangeOutcome::kFailed;
+    }
+    return skipped.load(std::memory_order_relaxed) ? RangeOutcome::kCancelled : RangeOutcome::kOk;
 }
 
 }  // namespace blz

@@ -8,7 +8,9 @@
 #include <pthread.h>
 #include <type_traits>
 
+#include "deadline.hpp"
 #include "deque.hpp"
+#include "injector.hpp"
 #include "job.hpp"
 #include "registry.hpp"
 
@@ -131,8 +133,22 @@ public:
         bump(jobs_executed_);
     }
 
-    // Runs jobs of this pool until `latch` is set, sleeping when there are none.
-    void wait_until(CoreLatch<> &latch);
+    // Runs jobs of this pool until `latch` is set, sleeping when there are
+    // none, or until `deadline` (deadline.hpp) has passed: then false,
+    // unless the latch was set meanwhile. A job it runs is never cut short,
+    // so a bounded wait can end later than its deadline.
+    bool wait_until(CoreLatch<> &latch, uint64_t deadline = kNoDeadline);
+
+    // Any thread: queues a job that only this worker may run (blz_broadcast)
+    // and wakes the worker if it sleeps. The worker runs it when it next
+    // looks for work. The mailbox is part of the worker's final check
+    // before sleeping, which runs under its sleep mutex, and the wake-up
+    // takes that mutex after the push: either the check sees the job or
+    // the wake-up sees the worker blocked.
+    void post_mail(QueuedJob *job) {
+        mailbox_.push(job);
+        sleep_->wake_specific_thread(index_);
+    }
 
     // The worker thread's main loop: runs jobs until terminated.
     void main_loop() { wait_until(terminate_.core()); }
@@ -203,6 +219,7 @@ private:
     PublicPartHeldOnly queue_was_empty(int64_t n) const { return {deque_, n}; }
 
     Deque<Job *> deque_;
+    Injector<QueuedJob> mailbox_;  // jobs for this worker only (post_mail)
     Registry *const registry_;
     Sleep<> *const sleep_;  // registry_->sleep(), one load closer
     const uint32_t index_;
@@ -221,8 +238,10 @@ private:
 
 inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }
 
-// A C function and its argument as a join half: returns true when the call
-// ended normally. Held by value in the job, so a thief calls it directly.
+// A C function and its argument as a fork-join half: returns false when
+// the call ended by an exception. Held by value in the job, so a thief calls
+// it directly. A blz_fail in it is not looked for here but once per join,
+// by fork_join_on_worker (a stolen half: by StackJob::run on the thief).
 struct CFunction {
     blz_fn fn;
     void *arg;
@@ -232,13 +251,18 @@ struct CFunction {
 };
 
 // Fork-join of two C functions on the calling worker: the hot path of
-// blz_fork_join.
+// blz_fork_join. Two loads of the thread's failure count around the join
+// are its whole price for blz_fail (job.hpp).
 inline blz_status fork_join_on_worker(Worker &worker, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
-    return worker.join(CFunction{a, arg_a}, CFunction{b, arg_b}) ? BLZ_OK : BLZ_ETASK;
+    return consume_failures([&] { return worker.join(CFunction{a, arg_a}, CFunction{b, arg_b}); }) ? BLZ_OK
+                                                                                                  : BLZ_ETASK;
 }
 
-// parallel_for on the calling worker.
-bool parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
-                            blz_range_fn body, void *arg);
+// parallel_for on the calling worker. `cancel`: the cancellation flag of
+// the group whose task calls it (nullptr outside any group), read once per
+// piece (relaxed) before the piece starts.
+enum class RangeOutcome : uint8_t { kOk, kCancelled, kFailed };
+RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
+                                    blz_range_fn body, void *arg, const std::atomic<bool> *cancel);
 
 }  // namespace blz

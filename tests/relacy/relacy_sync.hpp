@@ -63,7 +63,7 @@ struct RelacySync {
         T fetch_sub(T value, std::memory_order order) { return a_($).fetch_sub(value, to_rl(order)); }
         T fetch_or(T value, std::memory_order order) { return a_($).fetch_or(value, to_rl(order)); }
 
-        // The futex on this word (RelacySync::wait and wake_one). futex(2)
+        // The futex on this word (RelacySync::wait_until and wake_one). futex(2)
         // checks the value and blocks atomically, and a wake reaches a
         // thread that has checked: a waiter that checks under the mutex
         // and waits on the condition variable, and a waker that passes
@@ -98,7 +98,13 @@ struct RelacySync {
         rl::mutex m_;
     };
 
-    static void wait(atomic<uint32_t> &word, uint32_t expected) { word.futex_wait(expected); }
+    // A wait with a deadline may time out at any point the model chooses,
+    // without blocking: the checker explores both the timeout and the wake.
+    static bool wait_until(atomic<uint32_t> &word, uint32_t expected, uint64_t deadline) {
+        if (deadline != UINT64_MAX && rl::rand(2) == 0) return false;
+        word.futex_wait(expected);
+        return true;
+    }
     static void wake_one(atomic<uint32_t> &word) { word.futex_wake_one(); }
 
     // Relacy's heap for the deque's buffers: it reports leaks at the end of
