@@ -1,21 +1,25 @@
 #!/usr/bin/env bash
-# exports.sh <libblitz.so> <blitz.h> [nm]
+# exports.sh <libblitz.so> <blitz.h> <0.1 blitz.h> [nm]
 #
 # What the library exports, checked with nm:
-#   * every defined dynamic symbol is a blz_* function in the version node
-#     BLITZ_0.1 (blz_x@@BLITZ_0.1), or the node itself (BLITZ_0.1, type A);
+#   * every defined dynamic symbol is a blz_* function in a version node
+#     BLITZ_0.N (blz_x@@BLITZ_0.N), or a node itself (BLITZ_0.N, type A);
 #     nothing else: no C++ symbol, no weak template instance, no unversioned
 #     or local-version symbol leaks out;
 #   * the exported functions are exactly the BLZ_API functions of blitz.h;
+#   * the functions of version 0.1 (the BLZ_API functions of the 0.1
+#     header, abi/v0.1/blitz.h) are exactly those of node BLITZ_0.1, where
+#     the programs built against 0.1 look for them; every later one is in
+#     BLITZ_0.2;
 #   * the SONAME is libblitz.so.<major>.
 set -euo pipefail
 
-if [ $# -lt 2 ]; then
-    echo "usage: $0 <libblitz.so> <blitz.h> [nm]" >&2
+if [ $# -lt 3 ]; then
+    echo "usage: $0 <libblitz.so> <blitz.h> <0.1 blitz.h> [nm]" >&2
     exit 2
 fi
-lib=$1 header=$2 nm=${3:-nm}
-node=BLITZ_0.1
+lib=$1 header=$2 header_v01=$3 nm=${4:-nm}
+nodes=(BLITZ_0.1 BLITZ_0.2)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -25,29 +29,51 @@ echo "exports: $nm -D --defined-only $(basename "$lib")"
 sed 's/^/  /' "$tmp/nm.txt"
 
 : > "$tmp/exported"
+for node in "${nodes[@]}"; do : > "$tmp/in_$node"; done
 while read -r _addr type name; do
-    if [ "$type" = A ] && [ "$name" = "$node" ]; then
+    if [ "$type" = A ] && [[ " ${nodes[*]} " == *" $name "* ]]; then
         continue
     fi
-    if [ "$type" = T ] && [[ "$name" =~ ^(blz_[a-z0-9_]+)@@${node//./\\.}$ ]]; then
+    if [ "$type" = T ] && [[ "$name" =~ ^(blz_[a-z0-9_]+)@@(BLITZ_0\.[0-9]+)$ ]] &&
+        [[ " ${nodes[*]} " == *" ${BASH_REMATCH[2]} "* ]]; then
         echo "${BASH_REMATCH[1]}" >> "$tmp/exported"
+        echo "${BASH_REMATCH[1]}" >> "$tmp/in_${BASH_REMATCH[2]}"
         continue
     fi
-    echo "FAIL: exported symbol outside the blz_*@@$node functions: $type $name"
+    echo "FAIL: exported symbol outside the blz_*@@BLITZ_0.N functions: $type $name"
     fail=1
 done < "$tmp/nm.txt"
 
-if ! grep -qx "$node" <(awk '$2 == "A" {print $3}' "$tmp/nm.txt"); then
-    echo "FAIL: the version node $node is not defined"
+for node in "${nodes[@]}"; do
+    if ! grep -qx "$node" <(awk '$2 == "A" {print $3}' "$tmp/nm.txt"); then
+        echo "FAIL: the version node $node is not defined"
+        fail=1
+    fi
+done
+
+# The BLZ_API function declarations of a header: the identifier right
+# before the first "(" on each line starting with BLZ_API.
+declared_in() {
+    grep -E '^BLZ_API[[:space:]]' "$1" |
+        sed -E 's/\(.*//; s/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*$/\1/' |
+        sort -u
+}
+declared_in "$header" > "$tmp/declared"
+declared_in "$header_v01" > "$tmp/declared_v01"
+sort -u "$tmp/exported" -o "$tmp/exported"
+sort -u "$tmp/in_BLITZ_0.1" -o "$tmp/in_BLITZ_0.1"
+sort -u "$tmp/in_BLITZ_0.2" -o "$tmp/in_BLITZ_0.2"
+comm -23 "$tmp/declared" "$tmp/declared_v01" > "$tmp/declared_v02"
+if ! cmp -s "$tmp/declared_v01" "$tmp/in_BLITZ_0.1"; then
+    echo "FAIL: node BLITZ_0.1 is not exactly the functions of the 0.1 header:"
+    diff "$tmp/declared_v01" "$tmp/in_BLITZ_0.1" || true
     fail=1
 fi
-
-# The BLZ_API function declarations of the header: the identifier right
-# before the first "(" on each line starting with BLZ_API.
-grep -E '^BLZ_API[[:space:]]' "$header" |
-    sed -E 's/\(.*//; s/.*[^A-Za-z0-9_]([A-Za-z_][A-Za-z0-9_]*)[[:space:]]*$/\1/' |
-    sort -u > "$tmp/declared"
-sort -u "$tmp/exported" -o "$tmp/exported"
+if ! cmp -s "$tmp/declared_v02" "$tmp/in_BLITZ_0.2"; then
+    echo "FAIL: node BLITZ_0.2 is not exactly the functions added since 0.1:"
+    diff "$tmp/declared_v02" "$tmp/in_BLITZ_0.2" || true
+    fail=1
+fi
 
 if [ ! -s "$tmp/declared" ]; then
     echo "FAIL: no BLZ_API declaration found in $header"
@@ -73,4 +99,5 @@ fi
 if [ "$fail" -ne 0 ]; then
     exit 1
 fi
-echo "ok: $(wc -l < "$tmp/exported") blz_* functions, all in $node, exactly those of $(basename "$header"); SONAME $soname"
+echo "ok: $(wc -l < "$tmp/exported") blz_* functions, exactly those of $(basename "$header"):" \
+    "$(wc -l < "$tmp/in_BLITZ_0.1") in BLITZ_0.1 (the 0.1 header's), $(wc -l < "$tmp/in_BLITZ_0.2") in BLITZ_0.2; SONAME $soname"

@@ -27,6 +27,9 @@ ABI_ASSERT(BLZ_ESHUTDOWN == -4, eshutdown);
 ABI_ASSERT(BLZ_EDEADLK == -5, edeadlk);
 ABI_ASSERT(BLZ_ETASK == -6, etask);
 ABI_ASSERT(BLZ_EFORK == -7, efork);
+ABI_ASSERT(BLZ_ETIMEDOUT == -8, etimedout);
+ABI_ASSERT(BLZ_ECANCELED == -9, ecanceled);
+ABI_ASSERT(BLZ_GROUP_CANCEL_ON_FAILURE == 1u, group_cancel_on_failure);
 ABI_ASSERT(sizeof(blz_status) == 4, status_is_32_bits);
 
 /* Versioning: the baseline abi/blitz.abi is for major version 0 (soname
@@ -40,6 +43,7 @@ ABI_ASSERT(BLZ_MAX_THREADS == 65535, max_threads);
 /* The extensible structs start with their size, whatever follows. */
 ABI_ASSERT(offsetof(blz_pool_config, struct_size) == 0, config_size_first);
 ABI_ASSERT(offsetof(blz_stats, struct_size) == 0, stats_size_first);
+ABI_ASSERT(offsetof(blz_spawn_options, struct_size) == 0, spawn_options_size_first);
 
 /* Every callback type, implemented with the exact prototype. */
 static void job(void *arg) { (void)arg; }
@@ -52,6 +56,11 @@ static void range(void *arg, size_t begin, size_t end) {
 static void hook(void *user, uint32_t worker_index) {
     uint32_t *last = (uint32_t *)user;
     *last = worker_index;
+}
+
+static void done(void *done_arg, blz_status status) {
+    blz_status *last = (blz_status *)done_arg;
+    *last = status;
 }
 
 /* Every function, with arguments of exactly the declared types, so that
@@ -70,6 +79,9 @@ int blitz_header_c_uses_everything(void) {
     uint32_t version;
     uint32_t threads;
     int32_t index;
+    blz_spawn_options options;
+    blz_status last_done = BLZ_OK;
+    int32_t cancelled;
 
     blz_pool_config_init(&config);
     config.num_threads = 2u;
@@ -96,8 +108,24 @@ int blitz_header_c_uses_everything(void) {
     status = blz_group_spawn(group, job, NULL);
     status = blz_group_wait(group);
     status = blz_group_destroy(group);
+
+    status = blz_group_create_ex(pool, BLZ_GROUP_CANCEL_ON_FAILURE, &group);
+    blz_spawn_options_init(&options);
+    options.flags = 0u;
+    options.group = group;
+    options.on_done = done;
+    options.done_arg = &last_done;
+    status = blz_spawn_ex(pool, job, NULL, &options, &task);
+    status = blz_task_wait_for(task, UINT64_C(1000000));
+    status = blz_task_detach(task);
+    status = blz_group_cancel(group);
+    cancelled = blz_group_cancelled(group) + blz_cancelled();
+    blz_fail();
+    status = blz_group_wait_for(group, 0u);
+    status = blz_group_destroy(group);
+    status = blz_broadcast(pool, hook, &last);
     status = blz_pool_destroy(pool);
 
     return (int)(status + (text != NULL) + (int32_t)(version + threads + last) + index +
-                 (int32_t)(sum + stats.jobs_executed));
+                 (int32_t)(sum + stats.jobs_executed) + last_done + cancelled);
 }
