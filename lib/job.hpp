@@ -99,19 +99,19 @@ bool run_guarded(F &&f) {
     }
 }
 
+// consume_failures' cold half: a blz_fail was found. Always false.
+[[gnu::noinline, gnu::cold]] bool take_failures(uint32_t before, bool counted_already);
+
 // Runs `f` (returning true when it ended normally) as a job's boundary
 // for blz_fail: false also when a blz_fail inside it was not consumed by
 // an inner boundary. Counts such a failure once, unless `f` counted its
 // own (it returned false). Two loads of a thread-local when nothing failed.
+// Inlined: on the fork-join path it must cost no call of its own.
 template <class F>
-bool consume_failures(F &&f) {
+[[gnu::always_inline]] inline bool consume_failures(F &&f) {
     const uint32_t before = t_failures;
     const bool ok = f();
-    if (t_failures != before) [[unlikely]] {
-        t_failures = before;
-        if (ok) job_failed();
-        return false;
-    }
+    if (t_failures != before) [[unlikely]] return take_failures(before, ok);
     return ok;
 }
 

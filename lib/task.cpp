@@ -177,6 +177,12 @@ bool is_running_on_this_thread(const Group *group) {
     return any_task_on_this_thread([group](const SpawnedJob *t) { return t->group == group; });
 }
 
+bool take_failures(uint32_t before, bool ok) {
+    t_failures = before;
+    if (ok) job_failed();  // else `f` counted its own failure (an exception)
+    return false;
+}
+
 void job_failed() {
     Worker::current()->registry().count_task_failure();
     cancel_group_on_failure();
