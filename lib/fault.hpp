@@ -26,6 +26,10 @@ enum class Point {
     kLatchSetBeforeWake,   // Latch::set found its waiter asleep and is about to wake it
     kLatchSetBeforeUnpin,  // Latch::set is done with the waiter's pool and about to unpin it
     kRegistryFreed,        // a Registry's memory is about to be freed
+    kWaiterInstalled,      // a task or group waiter put its latch where the finishing task will find it
+    kTimedWaitExpired,     // a bounded wait's deadline passed; it has yet to learn whether its latch was taken
+    kTaskTookLatch,        // a finishing task took its joiner's latch and is about to set it
+    kGroupTookWaiters,     // a group's last task took the waiter list and is about to set the latches
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -38,7 +42,7 @@ inline void reach(Point point, const void *registry) {
     if (Hook hook = g_hook.load(std::memory_order_acquire)) hook(point, registry);
 }
 
-// The defects of issue 13, one at a time.
+// The defects of issue 13 (and the lifetime rules of issue 14), one at a time.
 enum class Mutant {
     kNone,
     kSpawnCountsOnlyTask,   // an outside spawn's admission ends with its task, not with the call
@@ -48,6 +52,7 @@ enum class Mutant {
     kForcedUnwindEscapes,   // thread cancellation's unwind leaves a job through the runtime's frames
     kFixedCpuMask,          // the affinity mask is a fixed cpu_set_t (1024 CPUs at most)
     kCreateFailureDeletes,  // a pool whose worker failed to start is deleted, pins or not
+    kTimedWaitForgetsLatch, // a bounded wait returns at its deadline although a task took its latch
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

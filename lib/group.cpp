@@ -3,6 +3,7 @@
 #include <new>
 
 #include "deadline.hpp"
+#include "fault.hpp"
 #include "registry.hpp"
 #include "task.hpp"
 
@@ -65,6 +66,7 @@ void Group::notify_waiters() {
             waiters_ = nullptr;
         }
     }
+    if (list != nullptr) BLZ_FAULT_POINT(kGroupTookWaiters, registry_);
     while (list != nullptr) {
         Waiter *next = list->next;  // read first: the waiter's frame ends once its latch is set
         list->latch.set();
@@ -94,8 +96,10 @@ bool Group::wait_for_tasks(uint64_t deadline) {
         waiter.next = waiters_;
         waiters_ = &waiter;
     }
+    BLZ_FAULT_POINT(kWaiterInstalled, registry_);
     if (waiter.latch.wait_until(deadline)) return true;
-    if (withdraw(&waiter)) return false;
+    BLZ_FAULT_POINT(kTimedWaitExpired, registry_);
+    if (BLZ_FAULT_MUTANT(kTimedWaitForgetsLatch) || withdraw(&waiter)) return false;
     waiter.latch.wait();  // the last task took the list: its set is on the way
     return true;
 }

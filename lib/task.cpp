@@ -86,6 +86,7 @@ void SpawnedJob::run(Job *job) {
         task->~SpawnedJob();
         registry.recycle(task);  // for the next spawn, likely from the thread that spawned this one
     } else if (joiner != nullptr) {
+        BLZ_FAULT_POINT(kTaskTookLatch, &registry);
         joiner->set();
     }
     if (group != nullptr) group->task_finished(status);
@@ -242,7 +243,10 @@ bool wait_for_finish(SpawnedJob *task, uint64_t deadline) {
                                               std::memory_order_acquire)) {
         return true;
     }
+    BLZ_FAULT_POINT(kWaiterInstalled, task->registry);
     if (latch.wait_until(deadline)) return true;
+    BLZ_FAULT_POINT(kTimedWaitExpired, task->registry);
+    if (BLZ_FAULT_MUTANT(kTimedWaitForgetsLatch)) return false;
     expected = &latch;
     // acquire on failure: the task exchanged kFinished (its `status` is
     // ours) and is about to set the latch, which must outlive that set.

@@ -147,6 +147,10 @@ void on_fault_point(Point point, const void *registry) {
             return;
         case Point::kDestroyWaitsForWork:
         case Point::kRegistryFreed:
+        case Point::kWaiterInstalled:
+        case Point::kTimedWaitExpired:
+        case Point::kTaskTookLatch:
+        case Point::kGroupTookWaiters:
             return;
     }
 }

@@ -142,6 +142,26 @@ void violation(const char *what) {
     std::fprintf(stderr, "lifetime: %s\n", what);
 }
 
+// The bounded waits (issue 14): a waiter whose deadline passes just after
+// the finishing task took its latch must still wait for the set.
+struct TimedWait {
+    std::atomic<bool> installed{false};  // the waiter's latch is where the task will find it
+    std::atomic<bool> expired{false};    // the waiter's deadline passed
+    std::atomic<bool> returned{false};   // the waiter's call returned
+};
+TimedWait g_timed;
+
+// On the finishing task's worker, holding the latch it took: until the
+// waiter's deadline has passed, and then long enough for a waiter that
+// forgets the taken latch to return; the set that follows would write
+// into its dead frame.
+void hold_finisher_past_deadline() {
+    spin_until([] { return g_timed.expired.load(); });
+    auto until = Clock::now() + std::chrono::milliseconds(200);
+    while (!g_timed.returned.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (g_timed.returned.load()) violation("a bounded wait returned while the finishing task held its latch");
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -183,6 +203,16 @@ void hook(Point point, const void *registry) {
         case Point::kRegistryFreed:
             if (watched) g_watch.freed.store(true);
             g_watch.last_freed.store(registry);
+            return;
+        case Point::kWaiterInstalled:
+            if (registry == g_watch.pool.load()) g_timed.installed.store(true);
+            return;
+        case Point::kTimedWaitExpired:
+            if (registry == g_watch.pool.load()) g_timed.expired.store(true);
+            return;
+        case Point::kTaskTookLatch:
+        case Point::kGroupTookWaiters:
+            if (registry == g_watch.pool.load()) hold_finisher_past_deadline();
             return;
         case Point::kEntered:
             return;
@@ -517,6 +547,49 @@ void scenario_many_cpus() {
 // ---------------------------------------------------------------------------
 // Rows and child processes.
 
+// ---------------------------------------------------------------------------
+// Issue 14: a bounded wait whose deadline passes while the finishing task
+// holds its latch (taken from the task's word, or with the group's waiter
+// list) must wait for that set: the latch lives in its frame.
+
+void finish_when_waiter_installed(void *) {
+    spin_until([] { return g_timed.installed.load(); });
+}
+
+constexpr uint64_t kShortWaitNs = 100'000'000;  // 100 ms: passes while the task holds the latch
+
+void scenario_task_wait_for_vs_finish() {
+    blz_pool *pool = make_pool(1);
+    g_watch.pool.store(pool);
+    blz_task *task = nullptr;
+    check(blz_spawn(pool, finish_when_waiter_installed, nullptr, &task) == BLZ_OK, "spawn");
+    blz_status status = 99;
+    bounded("blz_task_wait_for", [&] {
+        status = blz_task_wait_for(task, kShortWaitNs);
+        g_timed.returned.store(true);
+    });
+    check(!g_watch.violation.load(), "blz_task_wait_for returned before the task's set");
+    check(status == BLZ_OK, "blz_task_wait_for of a task that finished must report it, not BLZ_ETIMEDOUT");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
+}
+
+void scenario_group_wait_for_vs_finish() {
+    blz_pool *pool = make_pool(1);
+    g_watch.pool.store(pool);
+    blz_group *group = nullptr;
+    check(blz_group_create(pool, &group) == BLZ_OK, "group create");
+    check(blz_group_spawn(group, finish_when_waiter_installed, nullptr) == BLZ_OK, "group spawn");
+    blz_status status = 99;
+    bounded("blz_group_wait_for", [&] {
+        status = blz_group_wait_for(group, kShortWaitNs);
+        g_timed.returned.store(true);
+    });
+    check(!g_watch.violation.load(), "blz_group_wait_for returned before the last task's set");
+    check(status == BLZ_OK, "blz_group_wait_for of a finished group must report it, not BLZ_ETIMEDOUT");
+    check(blz_group_destroy(group) == BLZ_OK, "group destroy");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -536,6 +609,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kForcedUnwindEscapes: return "forced unwind leaves the job";
         case Mutant::kFixedCpuMask: return "fixed-size CPU mask";
         case Mutant::kCreateFailureDeletes: return "failed create deletes the pool";
+        case Mutant::kTimedWaitForgetsLatch: return "timed wait forgets a taken latch";
     }
     return "?";
 }
@@ -564,6 +638,10 @@ const std::vector<Row> &rows() {
         {"cancellation pending in destroy", scenario_cancel_during_destroy, Expect::kClean, Mutant::kNone},
         {"default size, 1500 CPUs", scenario_many_cpus, Expect::kClean, Mutant::kNone},
         {"default size, 1500 CPUs", scenario_many_cpus, Expect::kClean, Mutant::kFixedCpuMask},
+        {"task wait_for vs its finish", scenario_task_wait_for_vs_finish, Expect::kClean, Mutant::kNone},
+        {"task wait_for vs its finish", scenario_task_wait_for_vs_finish, Expect::kClean, Mutant::kTimedWaitForgetsLatch},
+        {"group wait_for vs its last task", scenario_group_wait_for_vs_finish, Expect::kClean, Mutant::kNone},
+        {"group wait_for vs its last task", scenario_group_wait_for_vs_finish, Expect::kClean, Mutant::kTimedWaitForgetsLatch},
     };
     return all;
 }
