@@ -10,8 +10,9 @@
 // the library, the build stops with a message that says what to do.
 //
 // The ABI probe: a C program generated from the header itself (every
-// BLZ_* constant and enum value, every struct's size, alignment and field
-// offsets and sizes) is compiled with the C compiler ($CC, else cc) and run;
+// BLZ_* constant and enum value with its C type's signedness and size,
+// every struct's size, alignment and field offsets and sizes) is compiled
+// with the C compiler ($CC, else cc) and run;
 // its output goes to $OUT_DIR/c_abi.txt and a copy of the header to
 // $OUT_DIR/blitz.h, which tests/abi_mirror.rs compares with the Rust
 // declarations. A failure here does not stop the build: c_abi.txt then
@@ -115,7 +116,15 @@ fn probe_source(h: &header::Header) -> String {
     let mut c = String::new();
     c.push_str("#include <stddef.h>\n#include <stdio.h>\n#include \"blitz.h\"\n\nint main(void) {\n");
     for name in &h.constants {
-        writeln!(c, "    printf(\"const {n} %lld\\n\", (long long)({n}));", n = name).unwrap();
+        // The value, whether its C type is unsigned (`1u`: `0 * x - 1` wraps
+        // to the maximum, where a signed type gives -1; `> 0` rather than
+        // `< 0` because -Wtype-limits refuses an unsigned `< 0`) and its size.
+        writeln!(
+            c,
+            "    printf(\"const {n} %lld %d %zu\\n\", (long long)({n}), (int)(0 * ({n}) - 1 > 0), sizeof({n}));",
+            n = name
+        )
+        .unwrap();
     }
     for name in &h.opaque {
         // An opaque type must stay incomplete: only a pointer to it is used.

@@ -8,8 +8,10 @@
 //! every prototype with the declarations below.
 //!
 //! Use the `blitz` crate for a safe API. Calling these functions is unsafe:
-//! the caller keeps the header's rules (a task handle is joined exactly once,
-//! no call on a pool after `blz_pool_destroy`, callbacks must not unwind).
+//! the caller keeps the header's rules (a task handle is given up exactly
+//! once, by `blz_join`, a `blz_task_wait_for` that did not time out, or
+//! `blz_task_detach`; no call on a pool after `blz_pool_destroy`; callbacks
+//! must not unwind).
 //!
 //! The build script links `libblitz.so` from `BLITZ_LIB_DIR`, else from
 //! `pkg-config --libs blitz`, else from the checkout's `build/` directory.
@@ -21,7 +23,7 @@ use std::os::raw::{c_char, c_void};
 /// Major version: changes when the ABI breaks.
 pub const BLZ_VERSION_MAJOR: u32 = 0;
 /// Minor version: changes when the ABI grows.
-pub const BLZ_VERSION_MINOR: u32 = 1;
+pub const BLZ_VERSION_MINOR: u32 = 2;
 /// Patch version: changes for fixes only.
 pub const BLZ_VERSION_PATCH: u32 = 0;
 /// The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH.
@@ -48,6 +50,10 @@ pub const BLZ_EDEADLK: blz_status = -5;
 pub const BLZ_ETASK: blz_status = -6;
 /// The pool was created before fork() in another process.
 pub const BLZ_EFORK: blz_status = -7;
+/// A bounded wait ended before the work did; nothing was freed or changed. (0.2)
+pub const BLZ_ETIMEDOUT: blz_status = -8;
+/// The work was cancelled: skipped before it started, or stopped early. (0.2)
+pub const BLZ_ECANCELED: blz_status = -9;
 
 /// A thread pool. Opaque; created by [`blz_pool_create`].
 #[repr(C)]
@@ -78,6 +84,32 @@ pub type blz_range_fn = Option<unsafe extern "C" fn(arg: *mut c_void, begin: usi
 
 /// A worker hook: called with the pool's user pointer and the worker's index. Must not unwind.
 pub type blz_thread_fn = Option<unsafe extern "C" fn(user: *mut c_void, worker_index: u32)>;
+
+/// A completion callback (0.2): called once, on the worker that finished the
+/// task, with the task's status (`BLZ_OK`, `BLZ_ETASK` or `BLZ_ECANCELED`).
+/// Must not unwind.
+pub type blz_done_fn = Option<unsafe extern "C" fn(done_arg: *mut c_void, status: blz_status)>;
+
+/// [`blz_group_create_ex`] flag: the first failure in the group cancels it (0.2).
+pub const BLZ_GROUP_CANCEL_ON_FAILURE: u32 = 1;
+
+/// How [`blz_spawn_ex`] spawns a task (0.2). Initialise with
+/// [`blz_spawn_options_init`], then change the fields you need; the options
+/// are read only during the call.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct blz_spawn_options {
+    /// `size_of::<blz_spawn_options>()`; set by `blz_spawn_options_init`.
+    pub struct_size: u32,
+    /// 0 (no flag is defined yet); any other bit gives `BLZ_EINVAL`.
+    pub flags: u32,
+    /// NULL, or the group the task belongs to: the group's waits count it and its cancel skips it.
+    pub group: *mut blz_group,
+    /// None, or called exactly once after the task ended (see [`blz_spawn_ex`]).
+    pub on_done: blz_done_fn,
+    /// Passed to `on_done`.
+    pub done_arg: *mut c_void,
+}
 
 /// How to build a pool. Initialise with [`blz_pool_config_init`], then
 /// change the fields you need; a config is read only during [`blz_pool_create`].
@@ -180,4 +212,35 @@ extern "C" {
     pub fn blz_group_wait(group: *mut blz_group) -> blz_status;
     /// Waits as `blz_group_wait` does, then frees the group.
     pub fn blz_group_destroy(group: *mut blz_group) -> blz_status;
+
+    // ---- 0.2: completion callbacks, bounded waits, cancellation, failure, broadcast
+
+    /// Fills `opts` with the defaults. Does nothing when `opts` is NULL. (0.2)
+    pub fn blz_spawn_options_init(opts: *mut blz_spawn_options);
+    /// Spawns `f(arg)` as `blz_spawn` does, with a group and a completion callback. (0.2)
+    pub fn blz_spawn_ex(
+        pool: *mut blz_pool,
+        f: blz_fn,
+        arg: *mut c_void,
+        opts: *const blz_spawn_options,
+        out_task: *mut *mut blz_task,
+    ) -> blz_status;
+    /// Waits at most `timeout_ns` for `task`; frees the handle unless it returns `BLZ_ETIMEDOUT`. (0.2)
+    pub fn blz_task_wait_for(task: *mut blz_task, timeout_ns: u64) -> blz_status;
+    /// Frees the handle without waiting; the task still runs. (0.2)
+    pub fn blz_task_detach(task: *mut blz_task) -> blz_status;
+    /// Creates an empty group with `flags` (0 or `BLZ_GROUP_CANCEL_ON_FAILURE`). (0.2)
+    pub fn blz_group_create_ex(pool: *mut blz_pool, flags: u32, out_group: *mut *mut blz_group) -> blz_status;
+    /// Waits as `blz_group_wait` does, but at most `timeout_ns`. (0.2)
+    pub fn blz_group_wait_for(group: *mut blz_group, timeout_ns: u64) -> blz_status;
+    /// Cancels the group: its tasks that have not started are skipped. (0.2)
+    pub fn blz_group_cancel(group: *mut blz_group) -> blz_status;
+    /// 1 if the group is cancelled (since the wait that last reset it), else 0. (0.2)
+    pub fn blz_group_cancelled(group: *const blz_group) -> i32;
+    /// 1 if the work the calling thread runs belongs to a cancelled group, else 0. (0.2)
+    pub fn blz_cancelled() -> i32;
+    /// Reports that the calling job failed, as if it had thrown. (0.2)
+    pub fn blz_fail();
+    /// Calls `f(arg, worker_index)` once on every worker of `pool` and waits for all. (0.2)
+    pub fn blz_broadcast(pool: *mut blz_pool, f: blz_thread_fn, arg: *mut c_void) -> blz_status;
 }

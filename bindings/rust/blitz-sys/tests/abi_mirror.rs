@@ -24,7 +24,8 @@ const HEADER: &str = include_str!(concat!(env!("OUT_DIR"), "/blitz.h"));
 /// The probe's output, by kind.
 #[derive(Default)]
 struct CAbi {
-    consts: BTreeMap<String, i64>,
+    /// Value, whether the C type is unsigned, its size.
+    consts: BTreeMap<String, (i64, bool, usize)>,
     opaque: Vec<String>,
     scalars: BTreeMap<String, (usize, usize, bool)>,
     callbacks: BTreeMap<String, usize>,
@@ -40,7 +41,7 @@ fn c_abi() -> CAbi {
         match w.first().copied() {
             Some("error") => panic!("the C ABI probe did not run: {}", line),
             Some("const") => {
-                abi.consts.insert(w[1].to_string(), w[2].parse().unwrap());
+                abi.consts.insert(w[1].to_string(), (w[2].parse().unwrap(), w[3] == "1", n(4)));
             }
             Some("opaque") => abi.opaque.push(w[1].to_string()),
             Some("scalar") => {
@@ -99,13 +100,46 @@ fn rust_to_c(rust: &str) -> String {
 
 // ---- The Rust side, as tables checked against the declarations by the compiler.
 
+/// A Rust constant: its value, and its type's signedness and size.
+#[derive(Clone, Debug, PartialEq)]
+struct RustConst {
+    name: String,
+    value: i64,
+    unsigned: bool,
+    size: usize,
+}
+
+/// The integer types a constant may have, and whether each is unsigned.
+trait Int: Copy {
+    const UNSIGNED: bool;
+}
+impl Int for i32 {
+    const UNSIGNED: bool = false;
+}
+impl Int for u32 {
+    const UNSIGNED: bool = true;
+}
+impl Int for i64 {
+    const UNSIGNED: bool = false;
+}
+impl Int for u64 {
+    const UNSIGNED: bool = true;
+}
+
+fn int_type<T: Int>(_: T) -> (bool, usize) {
+    (T::UNSIGNED, size_of::<T>())
+}
+
 macro_rules! constants {
     ($($name:ident),* $(,)?) => {
-        vec![$((stringify!($name).to_string(), $name as i64)),*]
+        vec![$({
+            let (unsigned, size) = int_type($name);
+            RustConst { name: stringify!($name).to_string(), value: $name as i64, unsigned, size }
+        }),*]
     };
 }
 
-fn rust_constants() -> Vec<(String, i64)> {
+fn rust_constants() -> Vec<RustConst> {
     constants![
         BLZ_VERSION_MAJOR,
         BLZ_VERSION_MINOR,
@@ -120,6 +154,9 @@ fn rust_constants() -> Vec<(String, i64)> {
         BLZ_EDEADLK,
         BLZ_ETASK,
         BLZ_EFORK,
+        BLZ_ETIMEDOUT,
+        BLZ_ECANCELED,
+        BLZ_GROUP_CANCEL_ON_FAILURE,
     ]
 }
 
@@ -197,23 +234,50 @@ fn rust_structs() -> Vec<Layout> {
             sleep_aborts: u64,
             tasks_failed: u64,
         }),
+        layout!(blz_spawn_options {
+            struct_size: u32,
+            flags: u32,
+            group: *mut blz_group,
+            on_done: blz_done_fn,
+            done_arg: *mut c_void,
+        }),
     ]
 }
 
 // ---- The comparisons. Each lists every difference it finds, so that a
 // failure names all of them and the checks themselves can be tested.
 
-fn constant_mismatches(rust: &[(String, i64)], h: &header::Header, abi: &CAbi) -> Vec<String> {
+/// Besides the value, a constant's type: as wide as in C, and unsigned
+/// where C's is (`1u`: a flag for a `uint32_t` field must be a `u32` in
+/// Rust too, not an `i32` that needs a cast). A C `int` constant that is
+/// never negative may be a `u32` (the version numbers, compared with
+/// `blz_version_number()`'s `uint32_t`); a negative one cannot, as its
+/// value would differ.
+fn constant_mismatches(rust: &[RustConst], h: &header::Header, abi: &CAbi) -> Vec<String> {
     let mut out = Vec::new();
-    let rust_names: Vec<String> = rust.iter().map(|(n, _)| n.clone()).collect();
+    let rust_names: Vec<String> = rust.iter().map(|c| c.name.clone()).collect();
     if sorted(&rust_names) != sorted(&h.constants) {
         out.push(format!("constants: Rust has {:?}, blitz.h has {:?}", sorted(&rust_names), sorted(&h.constants)));
     }
-    for (name, value) in rust {
-        match abi.consts.get(name) {
-            Some(c) if c == value => {}
-            Some(c) => out.push(format!("{}: {} in Rust, {} in C", name, value, c)),
-            None => out.push(format!("{}: not printed by the C probe", name)),
+    let int = |unsigned: bool, size: usize| format!("{}{}", if unsigned { "u" } else { "i" }, size * 8);
+    for r in rust {
+        let &(value, unsigned, size) = match abi.consts.get(&r.name) {
+            Some(c) => c,
+            None => {
+                out.push(format!("{}: not printed by the C probe", r.name));
+                continue;
+            }
+        };
+        if r.value != value {
+            out.push(format!("{}: {} in Rust, {} in C", r.name, r.value, value));
+        }
+        if r.size != size || (unsigned && !r.unsigned) {
+            out.push(format!(
+                "{}: type {} in Rust, {} in C",
+                r.name,
+                int(r.unsigned, r.size),
+                if unsigned { format!("unsigned of {} bytes", size) } else { format!("signed of {} bytes", size) }
+            ));
         }
     }
     out
@@ -332,6 +396,17 @@ fn rust_functions() -> Vec<Sig> {
         blz_group_spawn: fn(*mut blz_group, blz_fn, *mut c_void) -> blz_status;
         blz_group_wait: fn(*mut blz_group) -> blz_status;
         blz_group_destroy: fn(*mut blz_group) -> blz_status;
+        blz_spawn_options_init: fn(*mut blz_spawn_options);
+        blz_spawn_ex: fn(*mut blz_pool, blz_fn, *mut c_void, *const blz_spawn_options, *mut *mut blz_task) -> blz_status;
+        blz_task_wait_for: fn(*mut blz_task, u64) -> blz_status;
+        blz_task_detach: fn(*mut blz_task) -> blz_status;
+        blz_group_create_ex: fn(*mut blz_pool, u32, *mut *mut blz_group) -> blz_status;
+        blz_group_wait_for: fn(*mut blz_group, u64) -> blz_status;
+        blz_group_cancel: fn(*mut blz_group) -> blz_status;
+        blz_group_cancelled: fn(*const blz_group) -> i32;
+        blz_cancelled: fn() -> i32;
+        blz_fail: fn();
+        blz_broadcast: fn(*mut blz_pool, blz_thread_fn, *mut c_void) -> blz_status;
     }
 }
 
@@ -348,6 +423,9 @@ fn every_constant_has_the_c_value() {
     let (abi, h) = (c_abi(), parsed_header());
     assert_eq!(h.constants.len(), abi.consts.len(), "the probe printed every constant of the header");
     assert_none(constant_mismatches(&rust_constants(), &h, &abi));
+    // The probe tells C's types apart: `1u` is an unsigned int, an enum value an int.
+    assert_eq!(abi.consts["BLZ_GROUP_CANCEL_ON_FAILURE"], (1, true, 4));
+    assert_eq!(abi.consts["BLZ_ECANCELED"], (-9, false, 4));
 }
 
 #[test]
@@ -411,18 +489,58 @@ fn a_wrong_layout_is_caught() {
     );
     let found = struct_mismatches(&rust_structs()[..1], &h, &abi);
     assert!(found.iter().any(|m| m.starts_with("structs: Rust has")), "{:#?}", found);
+
+    // A function-pointer field of another callback type has the same size
+    // and offset: only the type names tell them apart.
+    let mut rust = rust_structs();
+    rust[2] = declared!(#[repr(C)] blz_spawn_options {
+        struct_size: u32,
+        flags: u32,
+        group: *mut blz_group,
+        on_done: blz_fn,
+        done_arg: *mut c_void,
+    });
+    let found = struct_mismatches(&rust, &h, &abi);
+    assert_eq!(found.len(), 1, "{:#?}", found);
+    assert!(
+        found[0].starts_with("blz_spawn_options: fields") && found[0].contains("(\"on_done\", \"blz_fn\")"),
+        "{:#?}",
+        found
+    );
 }
 
 #[test]
 fn a_wrong_constant_is_caught() {
     let (abi, h) = (c_abi(), parsed_header());
     let mut rust = rust_constants();
-    let etask = rust.iter_mut().find(|(n, _)| n == "BLZ_ETASK").unwrap();
-    etask.1 = -8;
+    let find = |rust: &mut Vec<RustConst>, name: &str| rust.iter().position(|c| c.name == name).unwrap();
+    let etask = find(&mut rust, "BLZ_ETASK");
+    rust[etask].value = -8;
     assert_eq!(constant_mismatches(&rust, &h, &abi), ["BLZ_ETASK: -8 in Rust, -6 in C"]);
-    rust.retain(|(n, _)| n != "BLZ_EFORK");
+    rust.retain(|c| c.name != "BLZ_EFORK");
     let found = constant_mismatches(&rust, &h, &abi);
     assert!(found.iter().any(|m| m.starts_with("constants: Rust has")), "{:#?}", found);
+
+    // The right value in the wrong type: `1u` declared as an i32, or as a u64.
+    let mut rust = rust_constants();
+    let flag = find(&mut rust, "BLZ_GROUP_CANCEL_ON_FAILURE");
+    rust[flag].unsigned = false;
+    assert_eq!(
+        constant_mismatches(&rust, &h, &abi),
+        ["BLZ_GROUP_CANCEL_ON_FAILURE: type i32 in Rust, unsigned of 4 bytes in C"]
+    );
+    rust[flag].unsigned = true;
+    rust[flag].size = 8;
+    assert_eq!(
+        constant_mismatches(&rust, &h, &abi),
+        ["BLZ_GROUP_CANCEL_ON_FAILURE: type u64 in Rust, unsigned of 4 bytes in C"]
+    );
+    // A non-negative C int may be a u32 in Rust, but not a wider type.
+    let mut rust = rust_constants();
+    let major = find(&mut rust, "BLZ_VERSION_MAJOR");
+    assert!(rust[major].unsigned);
+    rust[major].size = 8;
+    assert_eq!(constant_mismatches(&rust, &h, &abi), ["BLZ_VERSION_MAJOR: type u64 in Rust, signed of 4 bytes in C"]);
 }
 
 #[test]
@@ -451,6 +569,7 @@ fn callback_types_match() {
         blz_fn: fn(*mut c_void);
         blz_range_fn: fn(*mut c_void, usize, usize);
         blz_thread_fn: fn(*mut c_void, u32);
+        blz_done_fn: fn(*mut c_void, blz_status);
     };
     assert_eq!(rust.len(), h.callbacks.len(), "callback typedefs: {:?}", h.callbacks);
     for (name, ret, params, size) in &rust {
@@ -476,7 +595,20 @@ fn the_library_is_the_headers_version() {
     // SAFETY: both functions have no preconditions.
     let version = unsafe { blz_version_number() };
     assert_eq!(version, BLZ_VERSION_NUMBER, "libblitz.so and blitz.h disagree");
-    for code in [BLZ_OK, BLZ_EINVAL, BLZ_ENOMEM, BLZ_ETHREAD, BLZ_ESHUTDOWN, BLZ_EDEADLK, BLZ_ETASK, BLZ_EFORK, 42] {
+    let codes = [
+        BLZ_OK,
+        BLZ_EINVAL,
+        BLZ_ENOMEM,
+        BLZ_ETHREAD,
+        BLZ_ESHUTDOWN,
+        BLZ_EDEADLK,
+        BLZ_ETASK,
+        BLZ_EFORK,
+        BLZ_ETIMEDOUT,
+        BLZ_ECANCELED,
+        42,
+    ];
+    for code in codes {
         let text = unsafe { CStr::from_ptr(blz_status_string(code)) }.to_str().unwrap();
         assert!(!text.is_empty());
         if code != 42 {
@@ -507,6 +639,8 @@ fn the_parser_reads_a_synthetic_header() {
         #define BLZ_A 3 /* trailing */
         #define BLZ_B (BLZ_A * 2 + 1)
         #define BLZ_F(x) ((x) + 1)
+        #define BLZ_U 1u
+        #define BLZ_V (BLZ_U << 3)
         #ifdef __cplusplus
         extern "C" {
         #endif
@@ -515,6 +649,7 @@ fn the_parser_reads_a_synthetic_header() {
         typedef int32_t blz_s;
         typedef void (*blz_cb)(void *arg, size_t n);
         typedef struct blz_t { uint32_t a; /**< the a */ const char *b; } blz_t;
+        typedef struct blz_o { blz_h *h; blz_cb cb; void *arg; } blz_o;
         BLZ_API BLZ_NODISCARD blz_s blz_f(const blz_t *t,
                                           blz_h **out);
         BLZ_API void blz_g(void);
@@ -523,16 +658,40 @@ fn the_parser_reads_a_synthetic_header() {
         #endif
     "#;
     let h = header::parse(text);
-    assert_eq!(h.constants, ["BLZ_A", "BLZ_B", "BLZ_X", "BLZ_Y"]);
+    assert_eq!(h.constants, ["BLZ_A", "BLZ_B", "BLZ_U", "BLZ_V", "BLZ_X", "BLZ_Y"]);
     assert_eq!(h.opaque, ["blz_h"]);
     assert_eq!(h.scalars, [("blz_s".to_string(), "int32_t".to_string())]);
     let fields = |f: &[(&str, &str)]| -> Vec<header::Field> {
         f.iter().map(|(name, ty)| header::Field { name: name.to_string(), ty: ty.to_string() }).collect()
     };
-    assert_eq!(h.structs, [("blz_t".to_string(), fields(&[("a", "uint32_t"), ("b", "const char*")]))]);
+    assert_eq!(
+        h.structs,
+        [
+            ("blz_t".to_string(), fields(&[("a", "uint32_t"), ("b", "const char*")])),
+            ("blz_o".to_string(), fields(&[("h", "blz_h*"), ("cb", "blz_cb"), ("arg", "void*")])),
+        ]
+    );
     assert_eq!(h.callbacks[0].params, ["void*", "size_t"]);
     assert_eq!(h.functions[0].name, "blz_f");
     assert_eq!(h.functions[0].ret, "blz_s");
     assert_eq!(h.functions[0].params, ["const blz_t*", "blz_h**"]);
     assert_eq!(h.functions[1].params, Vec::<String>::new());
+}
+
+/// A function pointer spelled out inside a struct has no canonical type the
+/// mirror could compare (blitz.h names it by a typedef, as blz_spawn_options'
+/// `blz_done_fn on_done` does): the parser refuses it rather than misread it.
+#[test]
+fn the_parser_refuses_what_it_cannot_compare() {
+    let refused = |text: &'static str| {
+        let result = std::panic::catch_unwind(|| header::parse(text));
+        let payload = result.expect_err(text);
+        payload.downcast_ref::<String>().cloned().unwrap_or_default()
+    };
+    let message = refused("typedef struct blz_o { void (*done)(void *arg, int32_t status); } blz_o;");
+    assert!(message.contains("a field that is not a plain declaration"), "{}", message);
+    let message = refused("typedef struct blz_o { uint32_t flags : 1; } blz_o;");
+    assert!(message.contains("a bitfield"), "{}", message);
+    let message = refused("static int blz_x;");
+    assert!(message.contains("a declaration the mirror does not know"), "{}", message);
 }

@@ -30,6 +30,13 @@ pub enum Error {
     TaskPanicked(Option<PanicPayload>),
     /// `BLZ_EFORK`: the pool was created before `fork()`, in the parent process.
     Forked,
+    /// `BLZ_ETIMEDOUT`: a bounded wait ended before the work did. The
+    /// calls of this crate that wait with a bound hand the unfinished work
+    /// back instead (see [`JoinHandle::join_timeout`](crate::JoinHandle::join_timeout)).
+    TimedOut,
+    /// `BLZ_ECANCELED`: the work was cancelled: skipped before it started
+    /// (a task of a cancelled group), or stopped early.
+    Cancelled,
     /// A status this version of the crate does not know.
     Unknown(i32),
 }
@@ -46,11 +53,13 @@ impl Error {
             sys::BLZ_EDEADLK => Err(Error::WouldDeadlock),
             sys::BLZ_ETASK => Err(Error::TaskPanicked(None)),
             sys::BLZ_EFORK => Err(Error::Forked),
+            sys::BLZ_ETIMEDOUT => Err(Error::TimedOut),
+            sys::BLZ_ECANCELED => Err(Error::Cancelled),
             other => Err(Error::Unknown(other)),
         }
     }
 
-    /// The C status this error stands for (`BLZ_EINVAL` ... `BLZ_EFORK`).
+    /// The C status this error stands for (`BLZ_EINVAL` ... `BLZ_ECANCELED`).
     pub fn status(&self) -> sys::blz_status {
         match self {
             Error::InvalidArgument => sys::BLZ_EINVAL,
@@ -60,6 +69,8 @@ impl Error {
             Error::WouldDeadlock => sys::BLZ_EDEADLK,
             Error::TaskPanicked(_) => sys::BLZ_ETASK,
             Error::Forked => sys::BLZ_EFORK,
+            Error::TimedOut => sys::BLZ_ETIMEDOUT,
+            Error::Cancelled => sys::BLZ_ECANCELED,
             Error::Unknown(status) => *status,
         }
     }

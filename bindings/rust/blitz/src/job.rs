@@ -9,6 +9,17 @@ use std::thread;
 
 use blitz_sys as sys;
 
+/// Tells libblitz that the job the calling worker runs failed, after its
+/// panic was caught: the C call that waits for it returns `BLZ_ETASK`,
+/// `tasks_failed` counts it, and a fail-fast scope it works for is
+/// cancelled at once, while the panic itself still has to travel up to the
+/// scope's task through every `join` on the way.
+#[cold]
+pub(crate) fn fail() {
+    // SAFETY: no precondition; outside a job it does nothing.
+    unsafe { sys::blz_fail() }
+}
+
 /// Drops a panic payload whose destructor might itself panic.
 pub(crate) fn drop_payload(payload: Box<dyn Any + Send>) {
     if let Err(again) = panic::catch_unwind(AssertUnwindSafe(move || drop(payload))) {
@@ -68,6 +79,7 @@ impl<F: FnOnce() -> R, R> StackJob<F, R> {
                 Err(payload) => {
                     job.panic = MaybeUninit::new(payload);
                     job.state = PANICKED;
+                    fail();
                 }
             }
         }

@@ -41,12 +41,21 @@
 //! `catch_unwind`, and the call that waits for it resumes the panic (`join`
 //! runs both closures and resumes the first closure's panic first;
 //! [`JoinHandle::join`] returns [`Error::TaskPanicked`] with the payload).
+//! The panic is also reported to libblitz (`blz_fail`), which counts it in
+//! `tasks_failed` and cancels a [fail-fast scope](ThreadPool::scope_fail_fast).
+//!
+//! Waiting with a bound, cancelling, and per-worker calls (libblitz 0.2):
+//! [`JoinHandle::is_finished`], [`JoinHandle::join_timeout`] and
+//! [`JoinHandle::detach`]; [`Scope::cancel`], [`Scope::is_cancelled`],
+//! [`ThreadPool::scope_fail_fast`] and [`is_cancelled`] for tasks to poll;
+//! [`ThreadPool::broadcast`] and [`broadcast`].
 //!
 //! The crate links `libblitz.so` through `blitz-sys`, whose build script
 //! finds it by `BLITZ_LIB_DIR`, `pkg-config --libs blitz` or the
 //! checkout's `build/` directory.
 #![warn(missing_docs)]
 
+mod broadcast;
 mod error;
 mod job;
 mod pool;
@@ -56,8 +65,11 @@ mod task;
 /// A snapshot of a pool's counters, from [`ThreadPool::stats`]: the C
 /// struct itself, whose fields the `blitz-sys` documentation describes.
 pub use blitz_sys::blz_stats as Stats;
+pub use broadcast::BroadcastContext;
 pub use error::{Error, PanicPayload};
-pub use pool::{current_num_threads, current_thread_index, join, ThreadPool, ThreadPoolBuilder};
+pub use pool::{
+    broadcast, current_num_threads, current_thread_index, is_cancelled, join, ThreadPool, ThreadPoolBuilder,
+};
 pub use scope::Scope;
 pub use task::JoinHandle;
 

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicPtr, Ordering};
 
 use blitz_sys as sys;
 
+use crate::broadcast::{self, BroadcastContext};
 use crate::job::{self, drop_payload};
 use crate::scope::{self, Scope};
 use crate::task::JoinHandle;
@@ -289,12 +290,84 @@ impl ThreadPool {
         OP: FnOnce(&Scope<'scope>) -> R + Send,
         R: Send,
     {
+        self.scope_with(false, op)
+    }
+
+    /// A [`scope`](ThreadPool::scope) that fails fast: the first panic, of a
+    /// task or of `op`, cancels it at once (see [`Scope::cancel`]). The
+    /// tasks that have not started are skipped (dropped without running),
+    /// and running ones can see it with [`crate::is_cancelled`] and return
+    /// early. A panic inside a task counts from where it is caught: in a
+    /// [`join`](crate::join) half inside a task, the scope is cancelled
+    /// before the panic reached the task. As in `scope`, the call returns
+    /// only when every running task has finished, and then resumes the
+    /// first panic (`op`'s if it panicked).
+    ///
+    /// ```
+    /// use std::panic::{self, AssertUnwindSafe};
+    /// use std::sync::atomic::{AtomicUsize, Ordering};
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let checked = AtomicUsize::new(0);
+    /// let result = panic::catch_unwind(AssertUnwindSafe(|| {
+    ///     pool.scope_fail_fast(|s| {
+    ///         for i in 0..1000 {
+    ///             let checked = &checked;
+    ///             s.spawn(move |_| {
+    ///                 if blitz::is_cancelled() {
+    ///                     return; // another task failed: no use going on
+    ///                 }
+    ///                 assert!(i != 10, "bad input");
+    ///                 checked.fetch_add(1, Ordering::Relaxed);
+    ///             });
+    ///         }
+    ///     })
+    /// }));
+    /// assert!(result.is_err()); // the panic of task 10
+    /// println!("{} of 1000 checked before the scope was cancelled", checked.into_inner());
+    /// ```
+    pub fn scope_fail_fast<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&Scope<'scope>) -> R + Send,
+        R: Send,
+    {
+        self.scope_with(true, op)
+    }
+
+    fn scope_with<'scope, OP, R>(&self, fail_fast: bool, op: OP) -> R
+    where
+        OP: FnOnce(&Scope<'scope>) -> R + Send,
+        R: Send,
+    {
         let pool = SendPtr(self.raw);
         self.install(move || {
             let pool = pool;
             // SAFETY: the pool is alive for the whole install.
-            unsafe { scope::run(pool.0, op) }
+            unsafe { scope::run(pool.0, fail_fast, op) }
         })
+    }
+
+    /// Calls `op` once on every worker of this pool, concurrently, and
+    /// returns the values in the workers' order (`op`'s
+    /// [`BroadcastContext::index`]): to set up or flush per-worker state,
+    /// such as thread-locals. A worker runs its call when it next looks for
+    /// work, so one busy with a long job delays the return. Called from a
+    /// worker of this pool it does not deadlock: that worker makes its own
+    /// call while it waits for the others.
+    ///
+    /// Every call runs even if some panic; then the first panic is resumed.
+    ///
+    /// ```
+    /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    /// let seen = pool.broadcast(|ctx| (ctx.index(), blitz::current_thread_index()));
+    /// assert_eq!(seen, [(0, Some(0)), (1, Some(1)), (2, Some(2))]);
+    /// ```
+    pub fn broadcast<OP, R>(&self, op: OP) -> Vec<R>
+    where
+        OP: Fn(BroadcastContext) -> R + Sync,
+        R: Send,
+    {
+        // SAFETY: self.raw is alive as long as &self.
+        unsafe { broadcast::run(self.raw, op) }
     }
 
     /// Starts `f` on this pool and returns a handle to wait for its value.
@@ -335,9 +408,9 @@ impl ThreadPool {
         usize::try_from(index).ok()
     }
 
-    /// A snapshot of the pool's counters. `tasks_failed` counts C++
-    /// exceptions only: this crate catches every Rust panic and hands it to
-    /// the call that waits.
+    /// A snapshot of the pool's counters. `tasks_failed` counts the
+    /// closures that panicked (each job once: a panic that goes up through
+    /// `join`s counts in each of them) and C++ exceptions.
     ///
     /// # Panics
     /// In a child process forked after the pool was created, where
@@ -449,4 +522,53 @@ pub fn current_num_threads() -> usize {
         Some((pool, _)) => unsafe { sys::blz_pool_num_threads(pool) as usize },
         None => 1,
     }
+}
+
+/// Calls `op` once on every worker of the calling worker's pool and returns
+/// the values in the workers' order: [`ThreadPool::broadcast`] on that pool.
+/// On any other thread `op` runs once, here, with index 0 of 1 (as
+/// [`join`] runs both closures here and [`current_num_threads`] is 1).
+///
+/// ```
+/// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+/// let indices = pool.install(|| blitz::broadcast(|ctx| ctx.index()));
+/// assert_eq!(indices, [0, 1]);
+/// assert_eq!(blitz::broadcast(|ctx| (ctx.index(), ctx.num_threads())), [(0, 1)]);
+/// ```
+pub fn broadcast<OP, R>(op: OP) -> Vec<R>
+where
+    OP: Fn(BroadcastContext) -> R + Sync,
+    R: Send,
+{
+    match current_worker() {
+        // SAFETY: a worker's pool is alive while the worker runs.
+        Some((pool, _)) => unsafe { broadcast::run(pool, op) },
+        None => broadcast::here(op),
+    }
+}
+
+/// Whether the work the calling thread does belongs to a cancelled scope:
+/// `true` inside a task of a scope that was cancelled (by
+/// [`Scope::cancel`] or by a panic in a
+/// [fail-fast](ThreadPool::scope_fail_fast) scope), and inside what such a
+/// task runs through [`join`], `install` or a nested call, wherever it is
+/// stolen to. For long tasks to poll and return early. It looks at the
+/// innermost task only: inside a scope nested in a task, it is the inner
+/// scope's state. `false` outside any scope's task, and in `op` itself
+/// (which is no task; ask [`Scope::is_cancelled`] there).
+///
+/// ```
+/// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+/// pool.scope(|s| {
+///     s.spawn(|s| {
+///         assert!(!blitz::is_cancelled());
+///         s.cancel();
+///         assert!(blitz::is_cancelled()); // the same thread sees its own cancel at once
+///     });
+/// });
+/// assert!(!blitz::is_cancelled());
+/// ```
+pub fn is_cancelled() -> bool {
+    // SAFETY: no precondition.
+    unsafe { sys::blz_cancelled() != 0 }
 }

@@ -1,54 +1,98 @@
+use std::cell::{Cell, UnsafeCell};
 use std::fmt;
 use std::os::raw::c_void;
 use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
+use std::sync::atomic::{self, AtomicUsize, Ordering};
 use std::thread;
+use std::time::Duration;
 
 use blitz_sys as sys;
 
 use crate::error::PanicPayload;
+use crate::job::{drop_payload, fail};
 use crate::Error;
 
 type Outcome<T> = Option<thread::Result<T>>;
 
-/// A spawned closure and its outcome, in one allocation. `outcome` comes
-/// first (repr(C)) so that the handle can reach it without knowing `F`.
+/// The part of a spawned job that the handle uses, first in the job
+/// (repr(C)) so that the handle can reach it without knowing the closure's type.
+#[repr(C)]
+struct Shared<T> {
+    /// Who still holds the job: the task until its trampoline is done with
+    /// it, and the handle until it took the outcome or let go. The last one
+    /// frees the job, so that a detached task frees its own memory and a
+    /// handle that outlives its task still finds the outcome.
+    owners: AtomicUsize,
+    /// Written by the trampoline; read by the handle only after libblitz
+    /// said the task finished, which orders the two.
+    outcome: UnsafeCell<Outcome<T>>,
+}
+
 #[repr(C)]
 struct SpawnJob<F, T> {
-    outcome: Outcome<T>,
-    f: Option<F>,
+    shared: Shared<T>,
+    /// Taken by the trampoline; nothing else touches it.
+    f: UnsafeCell<Option<F>>,
 }
 
 unsafe extern "C" fn execute<F: FnOnce() -> T, T>(arg: *mut c_void) {
-    // SAFETY: arg is the job spawn made; the handle reads it only after
-    // blz_join returned, which is after this function returned.
-    let job = &mut *(arg as *mut SpawnJob<F, T>);
-    if let Some(f) = job.f.take() {
-        job.outcome = Some(panic::catch_unwind(AssertUnwindSafe(f)));
+    // SAFETY: arg is the job spawn made, alive while the task owns a share.
+    // Only shared references: the handle may touch `owners` meanwhile.
+    let job = arg as *const SpawnJob<F, T>;
+    if let Some(f) = (*(*job).f.get()).take() {
+        let result = panic::catch_unwind(AssertUnwindSafe(f));
+        let panicked = result.is_err();
+        *(*job).shared.outcome.get() = Some(result);
+        if panicked {
+            fail();
+        }
+    }
+    // If the handle let go, this frees the job and drops the value or the
+    // panic payload here, on the worker; neither may unwind into C.
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| release::<F, T>(job as *const Shared<T>))) {
+        std::mem::forget(payload);
     }
 }
 
-unsafe fn free<F, T>(outcome: *mut Outcome<T>) {
-    drop(Box::from_raw(outcome as *mut SpawnJob<F, T>));
+/// Gives up one share of the job; the last one frees it.
+unsafe fn release<F, T>(shared: *const Shared<T>) {
+    // Release/Acquire as in Arc: whoever frees the job sees every write
+    // the other owner made to it.
+    if (*shared).owners.fetch_sub(1, Ordering::Release) != 1 {
+        return;
+    }
+    atomic::fence(Ordering::Acquire);
+    drop(Box::from_raw(shared as *mut SpawnJob<F, T>));
 }
 
 /// The handle of a task started by [`ThreadPool::spawn`](crate::ThreadPool::spawn).
 ///
-/// [`join`](JoinHandle::join) waits for the task and returns its value.
-/// Dropping the handle without joining also waits for the task (the C
-/// handle must be joined once), like the handles of `std::thread::scope`.
-/// The handle stays valid after its pool was dropped.
-#[must_use = "dropping a JoinHandle waits for the task; join it to get its value"]
+/// [`join`](JoinHandle::join) waits for the task and returns its value;
+/// [`is_finished`](JoinHandle::is_finished) asks without waiting,
+/// [`join_timeout`](JoinHandle::join_timeout) waits at most so long, and
+/// [`detach`](JoinHandle::detach) lets the task run on without a handle.
+/// Dropping the handle without any of these waits for the task, like the
+/// handles of `std::thread::scope`. The handle stays valid after its pool
+/// was dropped.
+#[must_use = "dropping a JoinHandle waits for the task; join it to get its value, or detach it"]
 pub struct JoinHandle<T> {
-    task: *mut sys::blz_task,
-    outcome: *mut Outcome<T>,
-    free: unsafe fn(*mut Outcome<T>),
+    /// The C handle until a wait saw the task finish (libblitz freed it
+    /// then) or it was given up; null from the start if the spawn was refused.
+    task: Cell<*mut sys::blz_task>,
+    /// The status of the wait that saw the task finish.
+    status: Cell<sys::blz_status>,
+    /// The handle's share of the job; null once given up.
+    shared: *const Shared<T>,
+    release: unsafe fn(*const Shared<T>),
     /// Why the task was not started, when it was not.
     refused: Option<Error>,
 }
 
-// SAFETY: the task's value is sent to the thread that joins; blz_join may
-// be called from any thread.
+// SAFETY: the task's value is sent to the thread that joins, and the job
+// may be freed on a worker (T: Send); every libblitz function may be called
+// from any thread. Not Sync: `is_finished` takes `&self` and changes the
+// Cells, and libblitz allows one thread at a time to wait for a task.
 unsafe impl<T: Send> Send for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
@@ -59,18 +103,31 @@ impl<T> JoinHandle<T> {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let job = Box::into_raw(Box::new(SpawnJob::<F, T> { outcome: None, f: Some(f) }));
+        let job = Box::into_raw(Box::new(SpawnJob::<F, T> {
+            shared: Shared { owners: AtomicUsize::new(2), outcome: UnsafeCell::new(None) },
+            f: UnsafeCell::new(Some(f)),
+        }));
         let mut task = ptr::null_mut();
         let status = sys::blz_spawn(pool, Some(execute::<F, T>), job as *mut c_void, &mut task);
-        let outcome = job as *mut Outcome<T>;
+        let mut handle = JoinHandle {
+            task: Cell::new(ptr::null_mut()),
+            status: Cell::new(sys::BLZ_OK),
+            shared: ptr::null(),
+            release: release::<F, T>,
+            refused: None,
+        };
         match Error::check(status) {
-            Ok(()) => JoinHandle { task, outcome, free: free::<F, T>, refused: None },
+            Ok(()) => {
+                handle.task.set(task);
+                handle.shared = job as *const Shared<T>;
+            }
             Err(error) => {
                 // The task will not run: free the closure now, report at join.
-                free::<F, T>(outcome);
-                JoinHandle { task: ptr::null_mut(), outcome: ptr::null_mut(), free: free::<F, T>, refused: Some(error) }
+                drop(Box::from_raw(job));
+                handle.refused = Some(error);
             }
         }
+        handle
     }
 
     /// Waits for the task and returns its value.
@@ -79,33 +136,156 @@ impl<T> JoinHandle<T> {
     /// waits. Errors: [`Error::TaskPanicked`] with the panic's payload if the
     /// task panicked; the error that kept the task from starting
     /// ([`Error::OutOfMemory`], [`Error::Forked`]); [`Error::WouldDeadlock`]
-    /// if called from inside the task itself (the task's memory is then
-    /// leaked, as it is still running).
+    /// if called from inside the task itself (the task then runs on as if
+    /// detached).
     pub fn join(mut self) -> Result<T, Error> {
-        self.wait()
-    }
-
-    fn wait(&mut self) -> Result<T, Error> {
         if let Some(error) = self.refused.take() {
             return Err(error);
         }
-        if self.task.is_null() {
-            return Err(Error::InvalidArgument); // already joined
+        match self.wait(u64::MAX) {
+            Ok(true) => self.take_result(),
+            Ok(false) => unreachable!("blz_join does not time out"),
+            Err(error) => {
+                self.let_go();
+                Err(error)
+            }
         }
-        let task = std::mem::replace(&mut self.task, ptr::null_mut());
-        // SAFETY: the task handle is joined exactly once (it is nulled above).
-        let status = unsafe { sys::blz_join(task) };
-        if status == sys::BLZ_EDEADLK || status == sys::BLZ_EINVAL {
-            // The task still runs and will write its outcome: leak it.
-            self.outcome = ptr::null_mut();
-            return Err(Error::check(status).unwrap_err());
+    }
+
+    /// Whether the task has finished, so that [`join`](JoinHandle::join)
+    /// would return at once; asked without blocking. Also `true` for a task
+    /// that never started (its `join` returns the error at once), and
+    /// `false` when asked from inside the task itself.
+    ///
+    /// ```
+    /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let (go, wait) = std::sync::mpsc::channel::<()>();
+    /// let handle = pool.spawn(move || {
+    ///     wait.recv().unwrap(); // held until the send below
+    ///     7
+    /// });
+    /// assert!(!handle.is_finished());
+    /// go.send(()).unwrap();
+    /// while !handle.is_finished() {
+    ///     std::thread::yield_now();
+    /// }
+    /// assert_eq!(handle.join()?, 7); // does not block now
+    /// # Ok::<(), blitz::Error>(())
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.refused.is_some() || matches!(self.wait(0), Ok(true))
+    }
+
+    /// Waits at most `timeout` for the task: `Ok` with what
+    /// [`join`](JoinHandle::join) returns if it finished in time, else
+    /// `Err` with the handle itself, to wait again, join or detach.
+    /// `Duration::ZERO` only looks.
+    ///
+    /// The handle comes back rather than an [`Error::TimedOut`] because the
+    /// task still runs and its value is still to come: this way no value
+    /// can be lost, and no handle can be left in a state where joining it
+    /// again is an error.
+    ///
+    /// From a thread outside the pool the wait blocks at most about
+    /// `timeout`. A worker of the task's pool runs other jobs while it
+    /// waits, as in `join`, and a job it runs is not interrupted, so its
+    /// wait can end later than `timeout`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let (go, wait) = std::sync::mpsc::channel::<()>();
+    /// let handle = pool.spawn(move || {
+    ///     wait.recv().unwrap(); // held until the send below
+    ///     7
+    /// });
+    /// let handle = match handle.join_timeout(Duration::from_millis(10)) {
+    ///     Ok(_) => unreachable!("the task waits for the send below"),
+    ///     Err(handle) => handle, // still running: the handle comes back
+    /// };
+    /// go.send(()).unwrap();
+    /// let value = handle.join_timeout(Duration::from_secs(600)).expect("finished in time")?;
+    /// assert_eq!(value, 7);
+    /// # Ok::<(), blitz::Error>(())
+    /// ```
+    pub fn join_timeout(mut self, timeout: Duration) -> Result<Result<T, Error>, JoinHandle<T>> {
+        if let Some(error) = self.refused.take() {
+            return Ok(Err(error));
         }
-        // SAFETY: the task has finished (or, after fork, will never run):
-        // its outcome is ours, and so is the job's memory.
+        // u64::MAX nanoseconds (585 years) is libblitz's "no bound".
+        let timeout_ns = u64::try_from(timeout.as_nanos()).unwrap_or(u64::MAX);
+        match self.wait(timeout_ns) {
+            Ok(true) => Ok(self.take_result()),
+            Ok(false) => Err(self),
+            Err(error) => {
+                self.let_go();
+                Ok(Err(error))
+            }
+        }
+    }
+
+    /// Lets the task run on without a handle: nobody waits for it (but
+    /// dropping its pool does), its value is dropped on the worker that ran
+    /// it, and a panic in it is dropped there too (after the panic hook
+    /// printed it). The task's memory is freed when it ends.
+    ///
+    /// ```
+    /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.spawn(move || tx.send(42).unwrap()).detach();
+    /// assert_eq!(rx.recv().unwrap(), 42);
+    /// ```
+    pub fn detach(mut self) {
+        self.let_go();
+    }
+
+    /// Waits up to `timeout_ns` (`u64::MAX`: for ever, as `blz_join`).
+    /// Ok(true): finished, the status kept and the C handle gone; Ok(false):
+    /// not yet; Err: refused, nothing changed.
+    fn wait(&self, timeout_ns: u64) -> Result<bool, Error> {
+        let task = self.task.get();
+        if task.is_null() {
+            return Ok(true);
+        }
+        // SAFETY: the C handle is valid until a wait returns something
+        // other than ETIMEDOUT, EDEADLK or EINVAL, and then is nulled here;
+        // the handle is not Sync, so no other thread waits at once.
+        let status = unsafe {
+            if timeout_ns == u64::MAX {
+                sys::blz_join(task)
+            } else {
+                sys::blz_task_wait_for(task, timeout_ns)
+            }
+        };
+        match status {
+            sys::BLZ_ETIMEDOUT => Ok(false),
+            sys::BLZ_EDEADLK | sys::BLZ_EINVAL => Err(Error::check(status).unwrap_err()),
+            _ => {
+                self.task.set(ptr::null_mut());
+                self.status.set(status);
+                Ok(true)
+            }
+        }
+    }
+
+    /// The finished task's value or error; gives up the handle's share.
+    fn take_result(&mut self) -> Result<T, Error> {
+        let status = self.status.get();
+        let shared = std::mem::replace(&mut self.shared, ptr::null());
+        if shared.is_null() {
+            return Err(Error::InvalidArgument); // already taken
+        }
+        if status == sys::BLZ_EFORK {
+            // In a child forked while the task may have been running in the
+            // parent: the job may be half written. Leaked, not read.
+            return Err(Error::Forked);
+        }
+        // SAFETY: the task finished, so its trampoline wrote the outcome
+        // (or never will run) and gave up its share; the job is alive until
+        // our share is given up below.
         let outcome = unsafe {
-            let outcome = (*self.outcome).take();
-            (self.free)(self.outcome);
-            self.outcome = ptr::null_mut();
+            let outcome = (*(*shared).outcome.get()).take();
+            (self.release)(shared);
             outcome
         };
         match outcome {
@@ -114,15 +294,45 @@ impl<T> JoinHandle<T> {
             None => Err(Error::check(status).err().unwrap_or(Error::Unknown(status))),
         }
     }
+
+    /// Gives up the C handle and the handle's share without waiting.
+    fn let_go(&mut self) {
+        let task = self.task.replace(ptr::null_mut());
+        if !task.is_null() {
+            // SAFETY: the C handle is valid (see wait) and given up once.
+            // Allowed from inside the task itself too; it refuses only while
+            // another thread waits for the task, which a !Sync handle excludes.
+            unsafe { sys::blz_task_detach(task) };
+            let shared = std::mem::replace(&mut self.shared, ptr::null());
+            if !shared.is_null() {
+                // SAFETY: our share, given up once; the task frees the job if
+                // it is still running.
+                unsafe { (self.release)(shared) };
+            }
+        } else if !self.shared.is_null() {
+            // Finished: the outcome is ours to drop, here.
+            self.drop_result();
+        }
+    }
+
+    fn drop_result(&mut self) {
+        if let Err(Error::TaskPanicked(Some(payload))) = self.take_result() {
+            drop_payload(payload.into_inner());
+        }
+    }
 }
 
 impl<T> Drop for JoinHandle<T> {
     fn drop(&mut self) {
-        if !self.task.is_null() {
-            if let Err(Error::TaskPanicked(Some(payload))) = self.wait() {
-                crate::job::drop_payload(payload.into_inner());
-            }
+        if self.shared.is_null() {
+            return;
         }
+        if !self.task.get().is_null() && self.wait(u64::MAX).is_err() {
+            // Dropped inside the task itself: waiting would deadlock.
+            self.let_go();
+            return;
+        }
+        self.drop_result();
     }
 }
 
