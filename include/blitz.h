@@ -642,7 +642,9 @@ BLZ_API int32_t blz_cancelled(void);
  * it and then returns. The call that waits for that job returns BLZ_ETASK
  * (blz_join, blz_fork_join, blz_call, blz_parallel_for, blz_group_wait,
  * blz_broadcast), on_done gets BLZ_ETASK, tasks_failed counts it once per
- * failed job, and inside a group created with BLZ_GROUP_CANCEL_ON_FAILURE
+ * failed job (both halves of a blz_fork_join that fail this way on the
+ * forking worker are one job: they count once; a half run by a thief
+ * counts on its own), and inside a group created with BLZ_GROUP_CANCEL_ON_FAILURE
  * the group is cancelled at once. Calling it several times in one job
  * is the same as once. (0.2)
  *

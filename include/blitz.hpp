@@ -12,8 +12,15 @@
  * at its boundary and reports only BLZ_ETASK. To carry the real exception,
  * every function this header hands to the C API (a "trampoline") catches
  * whatever the user's code throws, stores it as a std::exception_ptr next
- * to the call, and returns normally; the C++ side rethrows it once the C
- * call has returned. No C++ exception ever unwinds through the library.
+ * to the call, reports the failure to the C API with blz_fail(), and
+ * returns normally; the C++ side rethrows it once the C call has returned.
+ * Through blz_fail() the C API sees the failure as it sees a C job's: the
+ * job counts in blz_stats::tasks_failed (the two sides of a join that the
+ * forker ran itself count as one job), and a group made with
+ * group_flags::cancel_on_failure is cancelled at once. The one exception not reported is a blz::error(BLZ_ECANCELED)
+ * leaving work whose group is cancelled (what a parallel_for there throws):
+ * that is the cancellation travelling up, not a failure. No C++ exception
+ * ever unwinds through the library.
  * (The one thing let through is an unwind that is not a C++ exception,
  * such as glibc's thread cancellation or pthread_exit: it reaches the
  * library, which stops the process, since a worker thread cannot end
@@ -21,6 +28,12 @@
  *
  * Failures of the C API itself (a status other than BLZ_OK) are thrown as
  * blz::error, which carries the status.
+ *
+ * Cancellation (0.2). group::cancel() skips the group's tasks that have not
+ * started; running ones are not interrupted but may poll blz::cancelled()
+ * and return early, and a pool::parallel_for they call stops starting
+ * pieces and throws blz::error(BLZ_ECANCELED). The group's next wait
+ * reports the cancellation (see group::wait) and resets the group.
  *
  * @code
  * #include <blitz.hpp>
@@ -52,6 +65,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -98,6 +112,34 @@ inline void check(blz_status status, const char *context) {
     if (status != BLZ_OK) throw error(status, context);
 }
 
+// A blz::error(BLZ_ECANCELED) thrown inside cancelled work is the
+// cancellation travelling up (from a parallel_for or a wait that saw it),
+// not a failure of the work: reporting it would count it in tasks_failed.
+inline bool is_cancellation(const std::exception_ptr &e) noexcept {
+    if (blz_cancelled() == 0) return false;
+    try {
+        std::rethrow_exception(e);
+    } catch (const error &err) {
+        return err.status() == BLZ_ECANCELED;
+    } catch (...) {
+        return false;
+    }
+}
+
+// A duration as a timeout of the C API's bounded waits: up to zero polls,
+// beyond 64 bits of nanoseconds waits for ever, anything else is rounded
+// up (a wait never shorter than asked). Computed in long double, so that no
+// duration, however long or fine, overflows on the way.
+template <class Rep, class Period>
+std::uint64_t timeout_ns(const std::chrono::duration<Rep, Period> &timeout) {
+    constexpr std::uint64_t forever = std::numeric_limits<std::uint64_t>::max();
+    const long double ns = std::chrono::duration<long double, std::nano>(timeout).count();
+    if (!(ns > 0)) return 0;  // NaN too
+    if (ns >= static_cast<long double>(forever)) return forever;
+    const auto whole = static_cast<std::uint64_t>(ns);
+    return static_cast<long double>(whole) < ns ? whole + 1 : whole;
+}
+
 // Runs body(); whatever it throws goes to on_error (which must not throw)
 // instead of leaving: for code that returns to a C frame.
 template <class Body, class OnError>
@@ -116,6 +158,37 @@ void guard(Body &&body, OnError &&on_error) {
         on_error(caught);
     }
 }
+
+// guard() for user code that the C API runs as a job: keep(e) stores the
+// exception, then blz_fail() reports the failure to the C API. In that
+// order: in a cancel_on_failure group the failure cancels the group, and
+// the exception that caused it must be recorded before any exception that
+// the cancellation causes in other jobs.
+template <class Body, class Keep>
+void run_job(Body &&body, Keep &&keep) {
+    guard(std::forward<Body>(body), [&](std::exception_ptr e) noexcept {
+        keep(e);
+        if (!is_cancellation(e)) blz_fail();
+    });
+}
+
+// The first exception (in time) of calls that may run concurrently; read
+// only once the C call that ran them has returned.
+class first_error {
+public:
+    void record(const std::exception_ptr &e) noexcept {
+        // relaxed: the exchange only elects the one writer of error_; the reader
+        // comes after the C call returned, which orders every call it ran.
+        if (!taken_.exchange(true, std::memory_order_relaxed)) error_ = e;
+    }
+    void rethrow_if_any() const {
+        if (error_) std::rethrow_exception(error_);
+    }
+
+private:
+    std::atomic<bool> taken_{false};
+    std::exception_ptr error_;
+};
 
 // The type a call of F gives back: void and lvalue references as they are,
 // anything else by value.
@@ -177,8 +250,8 @@ struct call_frame {
 
     static void run(void *arg) {
         call_frame &self = *static_cast<call_frame *>(arg);
-        guard([&] { self.result.fill(std::forward<F>(self.fn)); },
-              [&](std::exception_ptr e) noexcept { self.error = std::move(e); });
+        run_job([&] { self.result.fill(std::forward<F>(self.fn)); },
+                [&](const std::exception_ptr &e) noexcept { self.error = e; });
     }
 
     // Rethrows f's exception, else fails on a bad status.
@@ -193,27 +266,40 @@ struct call_frame {
 };
 
 // A body called by blz_parallel_for on sub-ranges, possibly concurrently.
-// The first exception (in time) is kept; every piece still runs, as in C.
+// The first exception (in time) is kept; every piece still runs, as in C
+// (unless a cancel_on_failure group skips the rest).
 template <class Body>
 struct range_frame {
     explicit range_frame(Body &b) : body(b) {}
 
     static void run(void *arg, std::size_t lo, std::size_t hi) {
         range_frame &self = *static_cast<range_frame *>(arg);
-        guard([&] { self.body(lo, hi); },
-              [&](std::exception_ptr e) noexcept {
-                  // relaxed: the exchange only elects the one writer of error; the caller
-                  // reads error after blz_parallel_for returned, which orders every piece.
-                  if (!self.failed.exchange(true, std::memory_order_relaxed)) self.error = std::move(e);
-              });
+        run_job([&] { self.body(lo, hi); }, [&](const std::exception_ptr &e) noexcept { self.errors.record(e); });
     }
 
     Body &body;
-    std::atomic<bool> failed{false};
-    std::exception_ptr error;
+    first_error errors;
 };
 
-// A spawned task's result and exception; freed by its blz::task.
+// f called by blz_broadcast with each worker's index, concurrently.
+template <class F>
+struct broadcast_frame {
+    explicit broadcast_frame(F &f) : fn(f) {}
+
+    static void run(void *arg, std::uint32_t worker_index) {
+        broadcast_frame &self = *static_cast<broadcast_frame *>(arg);
+        run_job([&] { self.fn(worker_index); }, [&](const std::exception_ptr &e) noexcept { self.errors.record(e); });
+    }
+
+    F &fn;
+    first_error errors;
+};
+
+// A spawned task's result, exception and final status. Two references hold
+// it: the blz::task (until the task is joined, or detached) and the C API
+// (until the task's on_done ran, which happens for every accepted task,
+// also one skipped by a cancel). The last of them frees it, so a detached
+// task frees its own state, whichever of detach and on_done comes last.
 template <class R>
 struct task_state {
     task_state() = default;
@@ -221,26 +307,58 @@ struct task_state {
     task_state &operator=(const task_state &) = delete;
     virtual ~task_state() = default;
 
+    void release() noexcept {
+        // acq_rel: the last releaser must see every write the other one made.
+        if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    }
+
     slot<R> result;
     std::exception_ptr error;
+    blz_status status = BLZ_OK;  // the join's status; set by the owner once the task finished
+
+private:
+    std::atomic<int> refs_{2};
 };
 
-template <class R, class Fn>
+template <class S>
+struct release_ref {
+    void operator()(S *state) const noexcept { state->release(); }
+};
+
+// The completion callback of a pool::spawn without one.
+struct no_callback {
+    void operator()(blz_status, const std::exception_ptr &) const noexcept {}
+};
+
+template <class R, class Fn, class Done>
 struct spawned_task final : task_state<R> {
-    template <class F>
-    explicit spawned_task(F &&f) : fn(std::in_place, std::forward<F>(f)) {}
+    template <class F, class D>
+    spawned_task(F &&f, D &&d) : fn(std::in_place, std::forward<F>(f)), on_done(std::in_place, std::forward<D>(d)) {}
 
     static void run(void *arg) {
         spawned_task &self = *static_cast<spawned_task *>(arg);
-        guard(
+        run_job(
             [&] {
                 self.result.fill(std::move(*self.fn));
                 self.fn.reset();  // the captures go now, not when the task object does
             },
-            [&](std::exception_ptr e) noexcept { self.error = std::move(e); });
+            [&](const std::exception_ptr &e) noexcept { self.error = e; });
+    }
+
+    // The C API's on_done: the user's callback, then the C API's reference ends.
+    static void done(void *arg, blz_status status) {
+        spawned_task *self = static_cast<spawned_task *>(arg);
+        // The C API would catch its exception too, but no C++ exception may
+        // cross the library boundary (see the file's documentation).
+        guard([&] { std::invoke(std::move(*self->on_done), status, std::as_const(self->error)); },
+              [](std::exception_ptr) noexcept {});
+        self->fn.reset();  // a task skipped by a cancel never ran its callable
+        self->on_done.reset();
+        self->release();
     }
 
     std::optional<Fn> fn;
+    std::optional<Done> on_done;
 };
 
 // A group's first exception since its last wait.
@@ -260,17 +378,19 @@ private:
     std::exception_ptr first_;
 };
 
-// One task of a group: owns its callable and frees itself after running.
+// One task of a group: owns its callable and frees itself in on_done,
+// which runs also when a cancel skipped the task.
 template <class Fn>
 struct group_job {
     template <class F>
     group_job(F &&f, group_state &s) : fn(std::forward<F>(f)), state(s) {}
 
     static void run(void *arg) {
-        std::unique_ptr<group_job> self(static_cast<group_job *>(arg));
-        guard([&] { std::invoke(std::move(self->fn)); },
-              [&](std::exception_ptr e) noexcept { self->state.record(std::move(e)); });
+        group_job &self = *static_cast<group_job *>(arg);
+        run_job([&] { std::invoke(std::move(self.fn)); },
+                [&](const std::exception_ptr &e) noexcept { self.state.record(e); });
     }
+    static void done(void *arg, blz_status) { delete static_cast<group_job *>(arg); }
 
     Fn fn;
     group_state &state;
@@ -298,12 +418,13 @@ struct pool_hooks {
 // the handle's work, and only then frees the state that work used. Release
 // answering BLZ_EDEADLK (called from inside that work, which can never
 // finish first) terminates, as destroying a joinable std::thread does.
-template <class Handle, class State, blz_status (*Release)(Handle *)>
+template <class Handle, class State, blz_status (*Release)(Handle *), class Deleter = std::default_delete<State>>
 class unique_handle {
 public:
+    using state_ptr = std::unique_ptr<State, Deleter>;
+
     unique_handle() noexcept = default;
-    unique_handle(Handle *handle, std::unique_ptr<State> state) noexcept
-        : handle_(handle), state_(std::move(state)) {}
+    unique_handle(Handle *handle, state_ptr state) noexcept : handle_(handle), state_(std::move(state)) {}
     unique_handle(unique_handle &&other) noexcept
         : handle_(std::exchange(other.handle_, nullptr)), state_(std::move(other.state_)) {}
     unique_handle &operator=(unique_handle &&other) noexcept {
@@ -319,11 +440,12 @@ public:
     Handle *get() const noexcept { return handle_; }
     State *state() const noexcept { return state_.get(); }
 
-    // The C API freed the handle itself (blz_join does): forget it, hand over the state.
-    std::unique_ptr<State> forget() noexcept {
-        handle_ = nullptr;
-        return std::move(state_);
-    }
+    // The C API freed the handle itself (blz_join, a finished wait, a
+    // detach do): forget it, keep the state.
+    void handle_freed() noexcept { handle_ = nullptr; }
+
+    // Hands over the state, once the handle was freed.
+    state_ptr take_state() noexcept { return std::move(state_); }
 
 private:
     void reset() noexcept {
@@ -334,7 +456,7 @@ private:
     }
 
     Handle *handle_ = nullptr;
-    std::unique_ptr<State> state_;
+    state_ptr state_;
 };
 
 // The C library's automatic grain: about eight pieces per worker.
@@ -349,7 +471,7 @@ inline std::size_t automatic_grain(std::size_t count, std::uint32_t num_threads)
 
 /**
  * The result of a pool::spawn: joined exactly once, by get() or, if get()
- * was never called, by the destructor.
+ * was never called, by the destructor; or detached by detach().
  *
  * Move-only. A default-constructed or moved-from task is empty
  * (valid() is false).
@@ -382,44 +504,144 @@ public:
      */
     ~task() = default;
 
-    /** @return true for a spawned task until get() is called; false when empty or moved from. */
-    bool valid() const noexcept { return task_.get() != nullptr; }
+    /**
+     * @return true for a spawned task until get() or detach() is called
+     *         (also once wait_for() saw it finish); false when empty or moved from.
+     */
+    bool valid() const noexcept { return task_.state() != nullptr; }
 
     /**
      * Waits for the task (a worker runs other jobs meanwhile) and returns
      * its value, or rethrows the exception it ended by. After get() the
-     * task is empty, also when get() threw.
+     * task is empty, also when get() threw. After wait_for() returned true
+     * it returns (or throws) at once.
      *
      * @return the task's value (nothing for task<void>, the reference for task<U &>).
      * @throws error BLZ_EINVAL if the task is empty; BLZ_EDEADLK if called
      *         from inside the task itself (the task stays valid); BLZ_EFORK
-     *         in a forked child. Or whatever the task threw.
+     *         in a forked child; BLZ_ETASK if the task called blz_fail()
+     *         without throwing. Or whatever the task threw.
      */
     T get() {
-        if (!valid()) throw error(BLZ_EINVAL, "blz::task::get: empty task");
-        const blz_status status = blz_join(task_.get());
-        if (status == BLZ_EDEADLK) throw error(status, "blz::task::get");
-        const auto state = task_.forget();  // blz_join freed the handle on every other status
+        await(std::numeric_limits<std::uint64_t>::max(), "blz::task::get");
+        const auto state = task_.take_state();
         if (state->error) std::rethrow_exception(state->error);
-        detail::check(status, "blz::task::get");
+        detail::check(state->status, "blz::task::get");
         return state->result.take();
+    }
+
+    /**
+     * Waits at most timeout for the task to finish (blz_task_wait_for). A
+     * worker runs other jobs of its pool meanwhile and does not interrupt
+     * one it runs, so the wait may end later than timeout. Once it returned
+     * true, the task has finished, its on_done included, and get() returns
+     * its value or rethrows its exception at once; the task stays valid()
+     * until then.
+     *
+     * @param timeout how long to wait; zero or negative only polls, without
+     *                blocking; a duration beyond about 584 years waits for ever.
+     * @return true if the task has finished (also when it threw: get() rethrows);
+     *         false if it had not finished in time.
+     * @throws error BLZ_EINVAL if the task is empty; BLZ_EDEADLK if called from
+     *         inside the task itself; BLZ_EFORK in a forked child. Never the task's exception.
+     */
+    template <class Rep, class Period>
+    bool wait_for(const std::chrono::duration<Rep, Period> &timeout) {
+        return await(detail::timeout_ns(timeout), "blz::task::wait_for");
+    }
+
+    /**
+     * Whether the task has finished, without blocking: wait_for() with a zero timeout.
+     * @return true if it has finished (get() will not wait), false if not yet.
+     * @throws error as wait_for().
+     */
+    bool is_ready() { return await(0, "blz::task::is_ready"); }
+
+    /**
+     * Lets the task run on without this object (blz_task_detach): the task
+     * is empty afterwards, and the spawned task frees its own state once it
+     * has run and called its on_done. Its value and any exception it ends
+     * by are discarded (an exception still counts in tasks_failed). The
+     * pool's destruction waits for a detached task as for any other.
+     * Detaching a task that wait_for() saw finish only discards its result.
+     *
+     * @throws error BLZ_EINVAL if the task is empty, or if another thread
+     *         is waiting for it right now (the task then stays valid).
+     */
+    void detach() {
+        if (!valid()) throw error(BLZ_EINVAL, "blz::task::detach: empty task");
+        if (task_.get() != nullptr) {
+            detail::check(blz_task_detach(task_.get()), "blz::task::detach");
+            task_.handle_freed();
+        }
+        task_.take_state();  // drops this object's reference; the task drops the other one after on_done
     }
 
 private:
     friend class pool;
 
-    task(blz_task *handle, std::unique_ptr<detail::task_state<T>> state) noexcept
-        : task_(handle, std::move(state)) {}
+    using state_ptr = std::unique_ptr<detail::task_state<T>, detail::release_ref<detail::task_state<T>>>;
 
-    detail::unique_handle<blz_task, detail::task_state<T>, &blz_join> task_;
+    task(blz_task *handle, state_ptr state) noexcept : task_(handle, std::move(state)) {}
+
+    // Waits up to timeout_ns (the maximum: blz_join). True once the task
+    // has finished: the C API then freed the handle, so its status is kept
+    // in the state, where get() finds it without another join.
+    bool await(std::uint64_t timeout_ns, const char *context) {
+        if (!valid()) throw error(BLZ_EINVAL, (std::string(context) + ": empty task").c_str());
+        if (task_.get() == nullptr) return true;
+        const blz_status status = timeout_ns == std::numeric_limits<std::uint64_t>::max()
+                                      ? blz_join(task_.get())
+                                      : blz_task_wait_for(task_.get(), timeout_ns);
+        if (status == BLZ_ETIMEDOUT) return false;
+        if (status == BLZ_EDEADLK) throw error(status, context);
+        task_.state()->status = status;
+        task_.handle_freed();
+        return true;
+    }
+
+    detail::unique_handle<blz_task, detail::task_state<T>, &blz_join, detail::release_ref<detail::task_state<T>>>
+        task_;
 };
+
+/**
+ * How pool::group(group_flags) makes a group (blz_group_create_ex's flags).
+ */
+enum class group_flags : std::uint32_t {
+    /** A plain group, as pool::group() makes. */
+    none = 0,
+    /**
+     * Fail-fast: the first exception in the group's work (a task, or a
+     * join() side, call(), or parallel_for() piece that a task of the group
+     * runs) cancels the group at once, as group::cancel() does; wait() then
+     * rethrows that exception (BLZ_GROUP_CANCEL_ON_FAILURE).
+     */
+    cancel_on_failure = BLZ_GROUP_CANCEL_ON_FAILURE
+};
+
+/** Shorthand for group_flags::cancel_on_failure: `pool.group(blz::cancel_on_failure)`. */
+inline constexpr group_flags cancel_on_failure = group_flags::cancel_on_failure;
+
+/**
+ * Whether the calling thread works for a cancelled group: the innermost
+ * task it runs (or a join() side, call() or parallel_for() piece of it,
+ * whichever worker runs that) belongs to a group that group::cancel() or a
+ * cancel_on_failure failure cancelled (blz_cancelled). For long-running
+ * tasks to poll and return early. Cheap: a walk of a few thread-local
+ * frames and one relaxed load, so a cancel from another thread is seen
+ * soon, not at once.
+ *
+ * @return true if so; false otherwise, also outside any task and in a task of no group.
+ */
+inline bool cancelled() noexcept { return blz_cancelled() != 0; }
 
 /**
  * Tasks waited for together: pool::group() makes one.
  *
- * spawn() and wait() may be called from any thread, spawn() by several at
- * once. Move-only; a default-constructed or moved-from group is empty and
- * its calls throw error(BLZ_EINVAL).
+ * spawn(), wait(), wait_for(), cancel() and cancelled() may be called from
+ * any thread, spawn() and cancel() by several at once. Move-only; a
+ * default-constructed or moved-from group is empty and its calls throw
+ * error(BLZ_EINVAL).
  */
 class group {
 public:
@@ -438,14 +660,17 @@ public:
 
     /**
      * Waits for every task of the group and frees it (blz_group_destroy).
-     * An exception not yet reported by wait() is discarded. Destroying a
-     * group from inside one of its tasks calls std::terminate.
+     * An exception or a cancellation not yet reported by wait() is
+     * discarded. Destroying a group from inside one of its tasks calls
+     * std::terminate.
      */
     ~group() = default;
 
     /**
      * Spawns f() (called as an rvalue, once) as a task of the group, on
-     * the group's pool. f is moved or copied into the task.
+     * the group's pool. f is moved or copied into the task, and destroyed
+     * once the task has run, or was skipped because the group was
+     * cancelled (f then never runs).
      *
      * @param f a callable taking no arguments; its return value is ignored.
      * @throws error BLZ_EINVAL for an empty group; BLZ_ENOMEM;
@@ -457,26 +682,75 @@ public:
         using job = detail::group_job<std::decay_t<F>>;
         if (group_.get() == nullptr) throw error(BLZ_EINVAL, "blz::group::spawn: empty group");
         auto owned = std::make_unique<job>(std::forward<F>(f), *group_.state());
-        detail::check(blz_group_spawn(group_.get(), &job::run, owned.get()), "blz::group::spawn");
-        owned.release();  // the task frees it after running
+        blz_spawn_options options;
+        blz_spawn_options_init(&options);
+        options.group = group_.get();
+        options.on_done = &job::done;  // called also for a task the group's cancel skips, which run never is
+        options.done_arg = owned.get();
+        detail::check(blz_spawn_ex(nullptr, &job::run, owned.get(), &options, nullptr), "blz::group::spawn");
+        owned.release();
     }
 
     /**
      * Waits until every task spawned before the call has run (a worker
      * runs other jobs meanwhile). Then rethrows the first exception (in
      * time) that a task of the group raised since the previous wait(); it
-     * is reported once. The group can be reused afterwards.
+     * is reported once. Else, if the group was cancelled since the
+     * previous wait, throws error(BLZ_ECANCELED), also reported once. The
+     * group is reset and can be reused afterwards: tasks spawned later run.
      *
      * @throws error BLZ_EINVAL for an empty group; BLZ_EDEADLK if called
-     *         from inside one of the group's tasks; BLZ_EFORK. Or a task's exception.
+     *         from inside one of the group's tasks; BLZ_EFORK;
+     *         BLZ_ECANCELED if the group was cancelled and no task threw;
+     *         BLZ_ETASK if a task called blz_fail() without throwing.
+     *         Or a task's exception.
      */
     void wait() {
-        if (group_.get() == nullptr) throw error(BLZ_EINVAL, "blz::group::wait: empty group");
-        const blz_status status = blz_group_wait(group_.get());
-        if (status == BLZ_EDEADLK) throw error(status, "blz::group::wait");
-        if (std::exception_ptr e = group_.state()->take()) std::rethrow_exception(e);
-        detail::check(status, "blz::group::wait");
+        const blz_status status = blz_group_wait(checked("blz::group::wait"));
+        finish(status, "blz::group::wait");
     }
+
+    /**
+     * wait() for at most timeout (blz_group_wait_for). A worker runs other
+     * jobs of its pool meanwhile and does not interrupt one it runs, so the
+     * wait may end later than timeout.
+     *
+     * @param timeout how long to wait; zero or negative only polls, without
+     *                blocking; a duration beyond about 584 years waits for ever.
+     * @return true if every task had run: then it rethrows or throws as
+     *         wait() does, and resets the group; false if a task was still
+     *         unfinished at the deadline (nothing is reported or reset: a
+     *         later wait reports it).
+     * @throws error as wait(). Or a task's exception.
+     */
+    template <class Rep, class Period>
+    bool wait_for(const std::chrono::duration<Rep, Period> &timeout) {
+        const blz_status status = blz_group_wait_for(checked("blz::group::wait_for"), detail::timeout_ns(timeout));
+        if (status == BLZ_ETIMEDOUT) return false;
+        finish(status, "blz::group::wait_for");
+        return true;
+    }
+
+    /**
+     * Cancels the group (blz_group_cancel): its tasks that have not
+     * started are skipped (their callables are destroyed without running),
+     * and so are tasks spawned into it afterwards, until a wait reports
+     * the cancellation and resets the group. Running tasks are not
+     * interrupted: they may poll blz::cancelled() and return early, and a
+     * parallel_for() they call stops starting pieces. Cancelling twice is
+     * the same as once; a task of the group may cancel it.
+     *
+     * @throws error BLZ_EINVAL for an empty group.
+     */
+    void cancel() { detail::check(blz_group_cancel(checked("blz::group::cancel")), "blz::group::cancel"); }
+
+    /**
+     * Whether the group is cancelled, since the last wait that reset it
+     * (blz_group_cancelled; one relaxed load: a cancel from another thread
+     * is seen soon, not at once).
+     * @return true if cancelled; false if not, and for an empty group.
+     */
+    bool cancelled() const noexcept { return blz_group_cancelled(group_.get()) != 0; }
 
     /** @return the C handle (nullptr for an empty group); it stays owned by this object. */
     blz_group *native_handle() const noexcept { return group_.get(); }
@@ -486,13 +760,26 @@ private:
 
     using handle_t = detail::unique_handle<blz_group, detail::group_state, &blz_group_destroy>;
 
-    explicit group(blz_pool *pool) : group_(create(pool)) {}
+    group(blz_pool *pool, group_flags flags) : group_(create(pool, flags)) {}
 
-    static handle_t create(blz_pool *pool) {
+    static handle_t create(blz_pool *pool, group_flags flags) {
         auto state = std::make_unique<detail::group_state>();
         blz_group *handle = nullptr;
-        detail::check(blz_group_create(pool, &handle), "blz::pool::group");
+        detail::check(blz_group_create_ex(pool, static_cast<std::uint32_t>(flags), &handle), "blz::pool::group");
         return {handle, std::move(state)};
+    }
+
+    blz_group *checked(const char *context) const {
+        if (group_.get() == nullptr) throw error(BLZ_EINVAL, (std::string(context) + ": empty group").c_str());
+        return group_.get();
+    }
+
+    // What a finished wait reports: the first exception, else a bad status
+    // (BLZ_ECANCELED for a cancellation).
+    void finish(blz_status status, const char *context) {
+        if (status == BLZ_EDEADLK) throw error(status, context);
+        if (std::exception_ptr e = group_.state()->take()) std::rethrow_exception(e);
+        detail::check(status, context);
     }
 
     handle_t group_;
@@ -650,19 +937,54 @@ public:
      *
      * @param f a callable taking no arguments, called once as an rvalue.
      * @return the task; get() returns f's value or rethrows its exception.
-     *         The task must be joined (get() or its destructor) even after
-     *         the pool is gone: the pool's destructor waits for it to run.
+     *         The task must be joined (get() or its destructor) or detached
+     *         (task::detach()), even after the pool is gone: the pool's
+     *         destructor waits for it to run.
      * @throws error BLZ_EINVAL for an empty pool; BLZ_ENOMEM; BLZ_ESHUTDOWN;
      *         BLZ_EFORK. f does not run when spawn throws.
      */
     template <class F>
     task<detail::result_t<std::decay_t<F>>> spawn(F &&f) {
+        return spawn(std::forward<F>(f), detail::no_callback());
+    }
+
+    /**
+     * spawn(f), with a completion callback (blz_spawn_ex's on_done).
+     *
+     * on_done(status, error) is called exactly once, on the worker that
+     * ran the task, right after f returned or threw, and before the task
+     * counts as finished: before its get(), wait_for() or destructor
+     * returns, and before the pool's destructor does; also for a detached
+     * task. status is BLZ_OK (f returned), or BLZ_ETASK (f threw; error
+     * holds its exception, which get() still rethrows; or f called
+     * blz_fail() and error is null). The task's value is not passed: it
+     * stays for get(). on_done runs on a worker, so it should be short and
+     * must not wait for its own task. An exception escaping it is caught
+     * and discarded (the task's status does not change). on_done is moved
+     * or copied into the task, and destroyed once it has run. When spawn
+     * throws, neither f nor on_done is called.
+     *
+     * @param f       a callable taking no arguments, called once as an rvalue.
+     * @param on_done called once, as an rvalue, as on_done(blz_status status,
+     *                std::exception_ptr error) (a const std::exception_ptr &
+     *                parameter works too).
+     * @return the task, as spawn(f) returns it.
+     * @throws error as spawn(f).
+     */
+    template <class F, class Done>
+    task<detail::result_t<std::decay_t<F>>> spawn(F &&f, Done &&on_done) {
+        static_assert(std::is_invocable_v<std::decay_t<Done>, blz_status, const std::exception_ptr &>,
+                      "blz::pool::spawn: on_done must be callable as on_done(blz_status, std::exception_ptr)");
         using R = detail::result_t<std::decay_t<F>>;
-        using state = detail::spawned_task<R, std::decay_t<F>>;
-        auto owned = std::make_unique<state>(std::forward<F>(f));
+        using state = detail::spawned_task<R, std::decay_t<F>, std::decay_t<Done>>;
+        auto owned = std::make_unique<state>(std::forward<F>(f), std::forward<Done>(on_done));
+        blz_spawn_options options;
+        blz_spawn_options_init(&options);
+        options.on_done = &state::done;  // where the C API's reference to the state ends
+        options.done_arg = owned.get();
         blz_task *handle = nullptr;
-        detail::check(blz_spawn(pool_.get(), &state::run, owned.get(), &handle), "blz::pool::spawn");
-        return task<R>(handle, std::move(owned));
+        detail::check(blz_spawn_ex(pool_.get(), &state::run, owned.get(), &options, &handle), "blz::pool::spawn");
+        return task<R>(handle, typename task<R>::state_ptr(owned.release()));
     }
 
     /**
@@ -673,20 +995,50 @@ public:
      * if pieces threw, every other piece still ran and the first exception
      * (in time) is rethrown.
      *
+     * Called from a task of a group (or from work such a task waits for),
+     * the loop obeys the group's cancellation: once the group is
+     * cancelled, no further piece starts, the running ones finish, and the
+     * call throws error(BLZ_ECANCELED) (or the first exception of a piece,
+     * if one threw). In a group made with cancel_on_failure, a piece that
+     * throws cancels the group, so the rest of the loop is skipped.
+     *
      * @param begin first index.
      * @param end   one past the last index; begin == end calls nothing.
      * @param body  called as body(std::size_t lo, std::size_t hi) on an lvalue.
      * @param grain indices per call at most; 0: automatic, about eight pieces per worker.
      * @throws error BLZ_EINVAL for an empty pool or begin > end; BLZ_ESHUTDOWN;
-     *         BLZ_EFORK. Or body's exception.
+     *         BLZ_EFORK; BLZ_ECANCELED (see above). Or body's exception.
      */
     template <class Body>
     void parallel_for(std::size_t begin, std::size_t end, Body &&body, std::size_t grain = 0) {
         using frame_t = detail::range_frame<std::remove_reference_t<Body>>;
         frame_t frame(body);
         const blz_status status = blz_parallel_for(pool_.get(), begin, end, grain, &frame_t::run, &frame);
-        if (frame.error) std::rethrow_exception(frame.error);
+        frame.errors.rethrow_if_any();
         detail::check(status, "blz::pool::parallel_for");
+    }
+
+    /**
+     * Calls f(worker_index) exactly once on every worker of the pool,
+     * concurrently, and returns when all of them have returned
+     * (blz_broadcast): to set up or flush per-worker state. A worker runs
+     * it when it next looks for work, so one busy with a long job delays
+     * the return. From one of the pool's own workers it does not deadlock:
+     * that worker runs its own call while it waits for the others. If
+     * calls threw, every worker still ran f and the first exception (in
+     * time) is rethrown.
+     *
+     * @param f called as f(std::uint32_t worker_index) on an lvalue, on several workers at once.
+     * @throws error BLZ_EINVAL for an empty pool; BLZ_ENOMEM (f ran nowhere);
+     *         BLZ_ESHUTDOWN; BLZ_EFORK. Or f's exception.
+     */
+    template <class F>
+    void broadcast(F &&f) {
+        using frame_t = detail::broadcast_frame<std::remove_reference_t<F>>;
+        frame_t frame(f);
+        const blz_status status = blz_broadcast(pool_.get(), &frame_t::run, &frame);
+        frame.errors.rethrow_if_any();
+        detail::check(status, "blz::pool::broadcast");
     }
 
     /**
@@ -694,7 +1046,18 @@ public:
      * @return the group; it may outlive the pool (its spawns then throw BLZ_ESHUTDOWN).
      * @throws error BLZ_EINVAL for an empty pool; BLZ_ENOMEM; BLZ_ESHUTDOWN; BLZ_EFORK.
      */
-    blz::group group() { return blz::group(pool_.get()); }
+    blz::group group() { return blz::group(pool_.get(), group_flags::none); }
+
+    /**
+     * A new, empty group of tasks on this pool, with flags
+     * (blz_group_create_ex): `pool.group(blz::cancel_on_failure)` makes a
+     * fail-fast group.
+     * @param flags group_flags::none, or group_flags::cancel_on_failure.
+     * @return the group; it may outlive the pool (its spawns then throw BLZ_ESHUTDOWN).
+     * @throws error BLZ_EINVAL for an empty pool or an unknown flag; BLZ_ENOMEM;
+     *         BLZ_ESHUTDOWN; BLZ_EFORK.
+     */
+    blz::group group(group_flags flags) { return blz::group(pool_.get(), flags); }
 
 private:
     using handle_t = detail::unique_handle<blz_pool, detail::pool_hooks, &blz_pool_destroy>;

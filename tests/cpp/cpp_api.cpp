@@ -334,8 +334,12 @@ TEST_CASE("join carries exceptions: rethrown after both sides ran, f's first", "
         return 0;
     });
     CHECK(code == 7);
-    // Every exception was caught on the C++ side: the C API saw none.
-    CHECK(pool.stats().tasks_failed == 0);
+    // The trampolines report every exception to the C API with blz_fail: 50
+    // rounds of 1 + 1 + (1 or 2: both sides count as one unless a thief ran
+    // one), then the inner join and the outer f.
+    const std::uint64_t failed = pool.stats().tasks_failed;
+    CHECK(failed >= 50 * 3 + 2);
+    CHECK(failed <= 50 * 4 + 2);
 }
 
 TEST_CASE("join from a worker of another pool", "[cpp][join]") {
@@ -366,7 +370,7 @@ TEST_CASE("call returns the value, a reference, void; rethrows", "[cpp][call]") 
     CHECK_THROWS_WITH(pool.call([] { throw std::invalid_argument("bad"); }), "bad");
     // On a worker of the pool it runs inline.
     CHECK(pool.call([&] { return pool.call([&] { return pool.worker_index(); }) == pool.worker_index(); }));
-    CHECK(pool.stats().tasks_failed == 0);
+    CHECK(pool.stats().tasks_failed == 2);  // the two exceptions, reported by blz_fail
 }
 
 // ---------------------------------------------------------------------------
@@ -417,7 +421,7 @@ TEST_CASE("spawn: get() returns the value once, rethrows the exception", "[cpp][
         return total;
     });
     CHECK(sum == 999L * 1000 / 2);
-    CHECK(pool.stats().tasks_failed == 0);
+    CHECK(pool.stats().tasks_failed == 1);  // the exception, reported by blz_fail
 }
 
 TEST_CASE("task is move-only; moving keeps the one join", "[cpp][task][move]") {
@@ -469,7 +473,7 @@ TEST_CASE("a task destroyed without get() is joined and leaks nothing", "[cpp][t
         (void)pool.spawn([capture = tracked(), i] { return i; });  // destroyed at once
     }
     CHECK(tracked::live.load() == 0);
-    CHECK(pool.stats().tasks_failed == 0);
+    CHECK(pool.stats().tasks_failed == 1);  // the discarded exception still counts
 }
 
 TEST_CASE("a task's callable is destroyed once it has run, before get()", "[cpp][task]") {
@@ -556,7 +560,7 @@ TEST_CASE("parallel_for rethrows one exception after every piece ran", "[cpp][pa
         CHECK(e.code % 100 == 0);
     }
     CHECK(pieces.load() >= static_cast<int>(n / 100));
-    CHECK(pool.stats().tasks_failed == 0);
+    CHECK(pool.stats().tasks_failed == 1 + static_cast<std::uint64_t>(pieces.load()));  // one per failed piece
 }
 
 // ---------------------------------------------------------------------------
@@ -615,7 +619,7 @@ TEST_CASE("group: wait rethrows the first exception since the last wait, once", 
         g.spawn([&] { ran.fetch_add(1); });
         CHECK_NOTHROW(g.wait());
         CHECK(ran.load() == 3);
-        CHECK(pool.stats().tasks_failed == 0);
+        CHECK(pool.stats().tasks_failed == 2);  // both exceptions, reported by blz_fail
     }
     const std::uint32_t workers = GENERATE(2U, 4U);
     blz::pool pool(workers);
@@ -784,7 +788,8 @@ TEST_CASE("parallel_reduce rethrows from map_range and from combine", "[cpp][par
                           return static_cast<int>(hi - lo);
                       }, bad_combine, 10),
                       "too big");
-    CHECK(pool.stats().tasks_failed == 0);
+    // Each frame the exception leaves reported it by blz_fail.
+    CHECK(pool.stats().tasks_failed >= 1);
 }
 
 // ---------------------------------------------------------------------------
@@ -939,5 +944,5 @@ TEST_CASE("parallel_sort rethrows the comparator's exception", "[cpp][parallel_s
                                        }),
                     test_error);
     CHECK(v.size() == 100000);  // contents unspecified, as after std::sort
-    CHECK(pool.stats().tasks_failed == 0);
+    CHECK(pool.stats().tasks_failed >= 1);  // the comparator's exception, reported by blz_fail
 }

@@ -17,7 +17,7 @@ from ._capi import (BLZ_EDEADLK, BLZ_EFORK, BLZ_EINVAL, BLZ_ENOMEM, BLZ_ESHUTDOW
 from ._capi import library_path
 from ._pool import BlitzError, Pool, PoolClosedError, Task
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "__version__", "library_version", "library_path",

@@ -141,8 +141,8 @@ class TestErrors(unittest.TestCase):
 
 class TestModule(unittest.TestCase):
     def test_versions(self):
-        self.assertEqual(blitz.__version__, "0.1.0")
-        self.assertEqual(blitz.library_version(), "0.1.0")
+        self.assertEqual(blitz.__version__, "0.2.0")
+        self.assertEqual(blitz.library_version(), blitz.__version__)
 
     def test_library_path(self):
         self.assertTrue(os.path.isfile(blitz.library_path), blitz.library_path)
