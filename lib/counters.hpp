@@ -35,9 +35,12 @@ struct Counters {
     // Even JEC: no post since the last worker got sleepy.
     bool jec_is_sleepy() const { return (jec() & 1) == 0; }
 
-    // Workers searching for work but not blocked. Saturating: the waker
-    // decrements `sleeping` before the woken worker leaves `inactive`, but a
-    // snapshot can still be read in between other updates.
+    // Workers searching for work but not blocked. Saturating: a waker
+    // clears the sleeper's `blocked` mark before it decrements `sleeping`,
+    // and a sleeper that sees the mark cleared before it ever blocked can
+    // leave `inactive` in between, so for a moment `sleeping` may exceed
+    // `inactive` (the model checker found it; it costs nothing beyond the
+    // clamp: at worst a post sees no idle worker for that moment).
     uint32_t awake_but_idle() const {
         return inactive() > sleeping() ? inactive() - sleeping() : 0;
     }

@@ -381,6 +381,14 @@ private:
     // (exactly one of it and a waker decrements). False when a waker came
     // first: the worker was woken.
     bool give_up_sleep(WorkerSleepState &st) {
+        if constexpr (Sync::kMutant == Mutant::kTimeoutWithoutMutex) {
+            // The same steps without the mutex: a waker that claims the
+            // worker meanwhile decrements as well.
+            if (st.blocked.load(std::memory_order_relaxed) == 0) return false;
+            st.blocked.store(0, std::memory_order_relaxed);
+            counters_.sub_sleeping_thread();
+            return true;
+        }
         std::lock_guard<typename Sync::mutex> lock(st.mutex);
         // relaxed: the mutex orders it with the waker's store.
         if (st.blocked.load(std::memory_order_relaxed) == 0) return false;

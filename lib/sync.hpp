@@ -52,6 +52,7 @@ enum class Mutant {
     kSpawnCountsOnlyTask,   // in the model's restatement of spawn_task (tests/relacy): no unit for the call
     kNoPinOnLatchSet,       // in the model's restatement of Latch::set (tests/relacy): the pool not pinned
     kChecksOnlyInjector,    // in the model's restatement of Registry::has_shared_jobs (tests/relacy)
+    kTimeoutWithoutMutex,   // Sleep::give_up_sleep reads and clears `blocked` without the mutex
 };
 
 // The runtime's policy. In the chaos build (BLZ_CHAOS, lib/chaos.hpp) the

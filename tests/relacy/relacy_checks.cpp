@@ -3,17 +3,17 @@
 //
 // Every check instantiates the real templates from lib/ (Deque,
 // AtomicCounters, CoreLatch, Sleep, Injector, Admission) with RelacySync,
-// which gives them Relacy's atomics, mutexes, condition variables, fences
-// and heap; the code around them that is not a template (Worker, Registry,
-// spawn_task, Latch::set) is restated here, step by step. A mutant is the
-// same code with one `if constexpr` switch turned (blz::Mutant in
-// lib/sync.hpp), in lib/ or in a restatement. Relacy runs each test
-// program many times under its memory model (C++11's, with stale reads of
-// relaxed loads) and fails it on: an RL_ASSERT, a deadlock (every thread
-// blocked: a lost wake-up leaves a worker on its condition variable after
-// everyone else finished), a livelock, an access to freed memory, a data
-// race on an rl::var (the lifetime checks' stand-in for a pool's plain
-// memory), or a leak.
+// which gives them Relacy's atomics, mutexes, condition variables, fences and
+// heap; the code around them that is not a template (Worker, Registry,
+// spawn_task, Latch::set, a task's timed join and its finish) is restated
+// here, step by step. A mutant is the same code with one `if constexpr`
+// switch turned (blz::Mutant in lib/sync.hpp), in lib/ or in a restatement.
+// Relacy runs each test program many times under its memory model (C++11's,
+// with stale reads of relaxed loads) and fails it on: an RL_ASSERT, a
+// deadlock (every thread blocked: a lost wake-up leaves a worker on its
+// condition variable after everyone else finished), a livelock, an access to
+// freed memory, a data race on an rl::var (the lifetime checks' stand-in for
+// a pool's plain memory), or a leak.
 //
 // Scope and limits: docs/verification.md.
 //
@@ -29,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -529,6 +530,257 @@ struct WakerDecrements : rl::test_suite<WakerDecrements<S>, 3> {
 };
 
 // ---------------------------------------------------------------------------
+// Bounded waits (0.2): a sleep with a deadline ends woken or timed out
+// (Sleep::give_up_sleep), never both. Exactly one of the sleeper and a
+// waker takes it out of `sleeping`, and a job posted meanwhile is not lost.
+// RelacySync::wait_until with a finite deadline times out or blocks, at the
+// model's choice (rl::rand), so every sleep below is explored both ways.
+
+// Any finite deadline: the model's wait_until only tells it from UINT64_MAX.
+constexpr uint64_t kDeadline = 1;
+
+// Worker::wait_until with a deadline (lib/worker.cpp), restated as the idle
+// loop above is: the idle loop also ends on IdleOutcome::kTimedOut, and the
+// wait then returns whether the latch is set. (The real loop also returns
+// false where it reads the clock, before a search or a sleep; that path
+// blocks nothing, touches no counter the loop above does not, and is left
+// out.)
+template <class S, class FindWork, class HasSharedJobs>
+bool wait_until_deadline(blz::Sleep<S> &sleep, uint32_t me, blz::CoreLatch<S> &latch, FindWork find_work,
+                         HasSharedJobs has_shared_jobs, uint64_t deadline) {
+    while (!latch.probe()) {
+        blz::IdleState idle = sleep.start_looking(me);
+        bool found = false;
+        while (!latch.probe()) {
+            found = find_work();
+            if (found) break;
+            if (sleep.no_work_found(idle, latch, has_shared_jobs, UINT32_MAX, deadline) == IdleOutcome::kTimedOut) {
+                break;
+            }
+        }
+        sleep.work_found(me, has_shared_jobs);
+        if (!found) return latch.probe();
+    }
+    return true;
+}
+
+// The counters as every moment of every execution must show them: no more
+// workers in `sleeping` than the pool has (each is in it at most once: it
+// registers again only under its mutex, which its waker holds until it has
+// decremented), and none in `inactive` either. A decrement of `sleeping`
+// too many wraps the field around (and borrows from the next one). The
+// bound is the pool's size, not `inactive`: a waker clears `blocked` before
+// it decrements, and a sleeper that sees the 0 before it ever blocked
+// leaves `inactive` in work_found in between (Relacy finds that schedule,
+// so `sleeping <= inactive` does not hold at every moment).
+template <class S>
+void assert_counters_sane(const blz::Sleep<S> &sleep) {
+    blz::Counters c = sleep.counters();
+    RL_ASSERT(c.sleeping() <= sleep.num_workers());
+    RL_ASSERT(c.inactive() <= sleep.num_workers());
+}
+
+// Once every thread has ended: nobody sleeping, nobody idle.
+template <class S>
+void assert_counters_at_rest(const blz::Sleep<S> &sleep) {
+    blz::Counters c = sleep.counters();
+    RL_ASSERT(c.sleeping() == 0);
+    RL_ASSERT(c.inactive() == 0);
+}
+
+// bounded sleep vs external injector: "sleep vs external injector" with a
+// deadline. The worker waits, bounded, for a latch that the job sets when it
+// runs; a thread outside the pool injects the job (Injector::push, then
+// new_shared_jobs, which wakes the worker if it counts it asleep), so the
+// worker's timeout races the poster's wake-up. The poster waits until the
+// worker is registered in `sleeping` (or its bounded wait is over) before
+// it pushes: a timeout comes only after the registration, and a post before
+// it is what "sleep vs external injector" checks; the push, the fences and
+// the wake-up still interleave with the worker's final check, its blocking
+// and its timeout. A worker that timed out finds the job still queued: it
+// waits again, without a deadline (as it does back in its main loop, or in
+// wait_for_finish once the task holds its latch, task.cpp), and there a
+// lost job is a deadlock. The counters stay sane while it runs and are at
+// rest at the end; the job runs once.
+
+template <class S>
+struct BoundedSleepVsInjector : rl::test_suite<BoundedSleepVsInjector<S>, 2> {
+    blz::Sleep<S> sleep;
+    blz::Injector<Node<S>, S> injector;
+    blz::CoreLatch<S> done;  // set by the job
+    Node<S> job;
+    typename S::template atomic<int> taken;
+    typename S::template atomic<bool> bounded_over;  // the worker's bounded wait returned
+
+    void before() {
+        RL_ASSERT(sleep.init(1));
+        sleep.atomic_counters().post_event();  // the JEC starts odd, as in SleepVsInjector
+    }
+
+    void thread(unsigned index) {
+        auto has_shared_jobs = [this] { return injector.has_jobs(); };
+        if (index == 1) {
+            spin_until([this] {
+                return sleep.counters().sleeping() == 1 || bounded_over.load(std::memory_order::acquire);
+            });
+            bool was_empty = injector.push(&job);
+            sleep.new_shared_jobs(1, [was_empty] { return was_empty; });
+            assert_counters_sane(sleep);
+            return;
+        }
+        auto find_work = [this] {
+            if (injector.pop() != &job) return false;
+            taken.fetch_add(1, std::memory_order::relaxed);
+            done.set();  // the worker's own latch, UNSET while it runs a job: nobody to wake
+            return true;
+        };
+        bool ran = wait_until_deadline(sleep, 0, done, find_work, has_shared_jobs, kDeadline);
+        bounded_over.store(true, std::memory_order::release);
+        if (ran) return;
+        assert_counters_sane(sleep);
+        wait_until(sleep, 0, done, find_work, has_shared_jobs);
+        assert_counters_sane(sleep);
+    }
+
+    void after() {
+        RL_ASSERT(taken.load(std::memory_order::relaxed) == 1);
+        assert_counters_at_rest(sleep);
+    }
+};
+
+// bounded join vs the task's finish: a worker's timed join of a task
+// (blz_task_wait_for on a worker: join_task's wait_for_finish, task.cpp)
+// against the task running on another worker. Three threads:
+//  * worker 0 installs its latch in the task's `joiner` word (a CAS from
+//    empty; finding the task finished, it has joined), waits on the latch
+//    with a deadline (the bounded Worker::wait_until above: it may find
+//    and run the task itself), and after a timeout takes the latch back (a
+//    CAS to empty: BLZ_ETIMEDOUT); when the task took it first, it waits
+//    without a deadline for the set that follows. Then it frees the latch
+//    (in the runtime it is on its stack; here on Relacy's heap, so that a
+//    set after the free is ACCESS TO FREED MEMORY) and its thread ends: the
+//    job that joined returns to user code, which may block outside the
+//    runtime for good;
+//  * worker 1 runs its main loop (wait_until on its terminate latch); its
+//    find_work takes the task from the injector and runs it;
+//  * a thread outside the pool injects the task (Injector::push, then
+//    new_shared_jobs) and, once the task ran, sets worker 1's terminate
+//    latch (Latch::set). It pushes only once a worker is registered in
+//    `sleeping` (or worker 0's join is over), so that the post meets
+//    sleeps that may time out; posts before any sleep are the other checks'.
+// The task's run ends as SpawnedJob::run's does: it exchanges `joiner` for
+// kFinished and sets the latch it found (Latch::set: set(), and
+// wake_specific_thread if the latch was SLEEPING). So worker 0's timeout
+// races two wake-ups, the poster's (wake_any_threads tries worker 0 first)
+// and the latch's. When the timeout wins, the poster's wake goes to worker
+// 1 instead, and a worker 0 that leaves without the task hands it off in
+// work_found: a task left queued with worker 1 asleep is a deadlock. A
+// setter that found the latch SLEEPING while the timeout won wakes after
+// worker 0 may have returned and freed the latch: wake_specific_thread
+// reads only the worker's sleep state, which outlives it, and finds nobody
+// blocked. Checked: the task runs once; the counters stay sane and end at
+// rest; the join returned true exactly when it did not take the latch back,
+// and a latch taken back is one the task never found.
+
+template <class S>
+struct BoundedJoinVsFinish : rl::test_suite<BoundedJoinVsFinish<S>, 3> {
+    using JoinLatch = blz::CoreLatch<S>;
+
+    // SpawnedJob's kFinished.
+    static JoinLatch *finished() { return reinterpret_cast<JoinLatch *>(std::uintptr_t{1}); }
+
+    blz::Sleep<S> sleep;
+    blz::Injector<Node<S>, S> injector;
+    blz::CoreLatch<S> terminate1;
+    Node<S> task;
+    typename S::template atomic<JoinLatch *> joiner;  // SpawnedJob::joiner: empty, a latch, or finished()
+    typename S::template atomic<int> taken;
+    typename S::template atomic<bool> join_over;  // worker 0's join returned
+    // Plain: each written by one thread, read by after() once all ended.
+    bool joined = false;            // worker 0's join returned true
+    bool latch_taken_back = false;  // worker 0's join timed out (BLZ_ETIMEDOUT)
+    bool task_found_latch = false;  // written by the worker that ran the task
+
+    void before() {
+        RL_ASSERT(sleep.init(2));
+        sleep.atomic_counters().post_event();  // the JEC starts odd, as in SleepVsInjector
+    }
+
+    // The end of SpawnedJob::run for a task that is not detached.
+    void run_task() {
+        taken.fetch_add(1, std::memory_order::release);
+        JoinLatch *latch = joiner.exchange(finished(), std::memory_order::acq_rel);
+        if (latch == nullptr) return;
+        task_found_latch = true;
+        set_latch(*latch, sleep, 0);  // the setter is a worker of the waiter's pool: no pin
+    }
+
+    bool find_task() {
+        if (injector.pop() != &task) return false;
+        run_task();
+        return true;
+    }
+
+    void thread(unsigned index) {
+        auto has_shared_jobs = [this] { return injector.has_jobs(); };
+        auto find_work = [this] { return find_task(); };
+        if (index == 0) {
+            join_with_deadline(find_work, has_shared_jobs);
+            join_over.store(true, std::memory_order::release);
+            assert_counters_sane(sleep);
+        } else if (index == 1) {
+            wait_until(sleep, 1, terminate1, find_work, has_shared_jobs);
+            assert_counters_sane(sleep);
+        } else {
+            spin_until([this] {
+                return sleep.counters().sleeping() >= 1 || join_over.load(std::memory_order::acquire);
+            });
+            bool was_empty = injector.push(&task);
+            sleep.new_shared_jobs(1, [was_empty] { return was_empty; });
+            assert_counters_sane(sleep);
+            spin_until([this] { return taken.load(std::memory_order::acquire) == 1; });
+            set_latch(terminate1, sleep, 1);
+        }
+    }
+
+    // join_task -> wait_for_finish on worker 0 (Latch::wait_until and
+    // Latch::wait of a worker are its Worker::wait_until).
+    template <class FindWork, class HasSharedJobs>
+    void join_with_deadline(FindWork find_work, HasSharedJobs has_shared_jobs) {
+        // Relacy's heap by hand: `delete` would call the sized operator
+        // delete, which relacy.hpp does not replace (the pools of the
+        // lifetime checks have class-scope operators for that).
+        JoinLatch *latch = std::construct_at(static_cast<JoinLatch *>(rl::rl_malloc(sizeof(JoinLatch), $)));
+        JoinLatch *expected = nullptr;
+        if (!joiner.compare_exchange_strong(expected, latch, std::memory_order::acq_rel,
+                                            std::memory_order::acquire)) {
+            RL_ASSERT(expected == finished());
+            joined = true;
+        } else if (wait_until_deadline(sleep, 0, *latch, find_work, has_shared_jobs, kDeadline)) {
+            joined = true;
+        } else {
+            expected = latch;
+            if (joiner.compare_exchange_strong(expected, nullptr, std::memory_order::relaxed,
+                                               std::memory_order::acquire)) {
+                latch_taken_back = true;
+            } else {
+                wait_until(sleep, 0, *latch, find_work, has_shared_jobs);
+                joined = true;
+            }
+        }
+        std::destroy_at(latch);
+        rl::rl_free(latch, $);
+    }
+
+    void after() {
+        RL_ASSERT(taken.load(std::memory_order::relaxed) == 1);
+        assert_counters_at_rest(sleep);
+        RL_ASSERT(joined != latch_taken_back);
+        RL_ASSERT(!(latch_taken_back && task_found_latch));
+    }
+};
+
+// ---------------------------------------------------------------------------
 // Lifetimes (issue 13): a pool freed while a thread outside it may still
 // reach it.
 //
@@ -829,6 +1081,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kSpawnCountsOnlyTask: return "spawn admission ends with its task";
         case Mutant::kNoPinOnLatchSet: return "latch set without pinning the pool";
         case Mutant::kChecksOnlyInjector: return "final check sees only the injector";
+        case Mutant::kTimeoutWithoutMutex: return "timeout without the mutex";
     }
     return "?";
 }
@@ -870,6 +1123,11 @@ const std::vector<Row> &rows() {
         ROW("JEC: no post, no aborted sleep", JecNoPostNoAbort, Mutant::kJecSavedBeforeChange, Search::kRandom),
         ROW("waker decrements sleeping", WakerDecrements, Mutant::kNone, Search::kRandom),
         ROW("waker decrements sleeping", WakerDecrements, Mutant::kSleeperDecrements, Search::kRandom),
+        ROW("bounded sleep vs external injector", BoundedSleepVsInjector, Mutant::kNone, Search::kRandom),
+        ROW("bounded sleep vs external injector", BoundedSleepVsInjector, Mutant::kTimeoutWithoutMutex,
+            Search::kRandom),
+        ROW("bounded join vs the task's finish", BoundedJoinVsFinish, Mutant::kNone, Search::kRandom),
+        ROW("bounded join vs the task's finish", BoundedJoinVsFinish, Mutant::kTimeoutWithoutMutex, Search::kRandom),
         ROW("lifetime: outside spawn vs destroy", OutsideSpawnVsDestroy, Mutant::kNone, Search::kRandom),
         ROW("lifetime: outside spawn vs destroy", OutsideSpawnVsDestroy, Mutant::kSpawnCountsOnlyTask, Search::kRandom),
         ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNone, Search::kRandom),
