@@ -179,11 +179,7 @@ BLZ_API blz_status blz_pool_stats(const blz_pool *pool, blz_stats *out_stats) {
 }
 
 BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **out_task) {
-    if (fn == nullptr) return BLZ_EINVAL;
-    Registry *registry = registry_of(pool);
-    blz_status status = check_pool(registry);
-    if (status != BLZ_OK) return status;
-    return blz::spawn_task(*registry, fn, arg, blz::SpawnOptions{}, out_task);
+    return blz_spawn_ex(pool, fn, arg, nullptr, out_task);
 }
 
 BLZ_API blz_status blz_join(blz_task *task) {
@@ -234,14 +230,7 @@ BLZ_API blz_status blz_parallel_for(blz_pool *pool, size_t begin, size_t end, si
 }
 
 BLZ_API blz_status blz_group_create(blz_pool *pool, blz_group **out_group) {
-    if (out_group == nullptr) return BLZ_EINVAL;
-    Registry *registry = registry_of(pool);
-    blz_status status = check_pool(registry);
-    if (status != BLZ_OK) return status;
-    Group *group = nullptr;
-    status = Group::create(*registry, 0, &group);
-    if (status == BLZ_OK) *out_group = reinterpret_cast<blz_group *>(group);
-    return status;
+    return blz_group_create_ex(pool, 0, out_group);
 }
 
 BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg) {
