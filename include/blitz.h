@@ -181,7 +181,16 @@ typedef struct blz_stats {
     uint64_t spurious_wakeups;
     /** Sleeps abandoned at the last check (JEC changed, injected job seen). */
     uint64_t sleep_aborts;
-    /** Tasks that ended by an exception. */
+    /**
+     * Failures: each exception caught at a job's boundary (also one escaping
+     * an on_done), and each job that called blz_fail (0.2). A statistic, not
+     * an exact tally of jobs: for blz_fail, the two halves of a
+     * blz_fork_join that the forking worker runs itself are one job, and a
+     * half run by a thief is a job of its own, so a fork-join whose halves
+     * both fail counts 1 or 2 (and one more if a half also threw) depending
+     * on stealing. A spawned task, a blz_call function, a parallel_for piece
+     * or a broadcast call that failed counts exactly once.
+     */
     uint64_t tasks_failed;
 } blz_stats;
 
@@ -567,7 +576,10 @@ BLZ_API blz_status blz_task_detach(blz_task *task);
  * BLZ_GROUP_CANCEL_ON_FAILURE: the first failure of the group's work (an
  * exception or a blz_fail in a task, in a fork-join half or in a
  * blz_parallel_for piece that such a task runs) cancels the group at once,
- * as blz_group_cancel does: fail-fast.
+ * as blz_group_cancel does: fail-fast. Its wait then reports BLZ_ETASK if
+ * one of its tasks failed, else BLZ_ECANCELED: a failure inside a task that
+ * the task itself handled (a blz_fork_join half whose BLZ_ETASK it went
+ * past) cancels the group but is not the task's failure.
  *
  * Any thread.
  *
@@ -642,9 +654,7 @@ BLZ_API int32_t blz_cancelled(void);
  * it and then returns. The call that waits for that job returns BLZ_ETASK
  * (blz_join, blz_fork_join, blz_call, blz_parallel_for, blz_group_wait,
  * blz_broadcast), on_done gets BLZ_ETASK, tasks_failed counts it once per
- * failed job (both halves of a blz_fork_join that fail this way on the
- * forking worker are one job: they count once; a half run by a thief
- * counts on its own), and inside a group created with BLZ_GROUP_CANCEL_ON_FAILURE
+ * failed job, and inside a group created with BLZ_GROUP_CANCEL_ON_FAILURE
  * the group is cancelled at once. Calling it several times in one job
  * is the same as once. (0.2)
  *

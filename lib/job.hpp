@@ -99,26 +99,32 @@ bool run_guarded(F &&f) {
     }
 }
 
-// consume_failures' cold half: a blz_fail was found. Always false.
-[[gnu::noinline, gnu::cold]] bool take_failures(uint32_t before, bool counted_already);
+// The cold half of a boundary that found a blz_fail: puts the count back
+// to `before`, counts the failure unless `count` is false, returns false.
+[[gnu::noinline, gnu::cold]] bool take_failures(uint32_t before, bool count);
 
 // Runs `f` (returning true when it ended normally) as a job's boundary
 // for blz_fail: false also when a blz_fail inside it was not consumed by
-// an inner boundary. Counts such a failure once, unless `f` counted its
-// own (it returned false). Two loads of a thread-local when nothing failed.
-// Inlined: on the fork-join path it must cost no call of its own.
+// an inner boundary, and then counted once. A fork-join's halves run
+// inline are one job for this (`f` is the whole join); a stolen half is a
+// job of its own (StackJob::run). Two loads of a thread-local when nothing
+// failed. Inlined: on the fork-join path it must cost no call of its own.
 template <class F>
 [[gnu::always_inline]] inline bool consume_failures(F &&f) {
     const uint32_t before = t_failures;
     const bool ok = f();
-    if (t_failures != before) [[unlikely]] return take_failures(before, ok);
+    if (t_failures != before) [[unlikely]] return take_failures(before, true);
     return ok;
 }
 
-// User code as a whole job: exceptions and blz_fail both make it false.
+// User code as a whole job: exceptions and blz_fail both make it false,
+// and it counts once even when it did both.
 template <class F>
 bool run_job(F &&f) {
-    return consume_failures([&f] { return run_guarded(f); });
+    const uint32_t before = t_failures;
+    const bool ok = run_guarded(f);  // counts an exception
+    if (t_failures != before) [[unlikely]] return take_failures(before, ok);
+    return ok;
 }
 
 // Runs `fn` (a callable returning true when it ended normally) on whatever

@@ -178,9 +178,9 @@ bool is_running_on_this_thread(const Group *group) {
     return any_task_on_this_thread([group](const SpawnedJob *t) { return t->group == group; });
 }
 
-bool take_failures(uint32_t before, bool ok) {
+bool take_failures(uint32_t before, bool count) {
     t_failures = before;
-    if (ok) job_failed();  // else `f` counted its own failure (an exception)
+    if (count) job_failed();
     return false;
 }
 
@@ -250,9 +250,11 @@ bool wait_for_finish(SpawnedJob *task, uint64_t deadline) {
     expected = &latch;
     // acquire on failure: the task exchanged kFinished (its `status` is
     // ours) and is about to set the latch, which must outlive that set.
-    if (task->joiner.compare_exchange_strong(expected, nullptr, std::memory_order_relaxed,
+    // (acquire on success too: gcc rejects a success order weaker than
+    // the failure order; nothing is published or read then.)
+    if (task->joiner.compare_exchange_strong(expected, nullptr, std::memory_order_acquire,
                                              std::memory_order_acquire)) {
-        return false;  // relaxed on success: nothing was published, nothing is read
+        return false;
     }
     latch.wait();
     return true;

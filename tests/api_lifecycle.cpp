@@ -26,7 +26,9 @@
 namespace {
 
 using blz_test::fib;
+using blz_test::on_worker;
 using blz_test::Pool;
+using blz_test::thunk_of;
 using blz_test::sentinel;
 using blz_test::stats_of;
 using blz_test::Watchdog;
@@ -35,22 +37,6 @@ using std::chrono::seconds;
 
 // ---------------------------------------------------------------------------
 // Helpers
-
-// A lambda as a blz_fn: pass thunk_of(f) with &f as the argument.
-template <class F>
-struct Thunk {
-    static void run(void *arg) { (*static_cast<F *>(arg))(); }
-};
-template <class F>
-blz_fn thunk_of(F &) {
-    return &Thunk<F>::run;
-}
-
-// Runs `f` on a worker of `pool` through blz_call; f must not throw.
-template <class F>
-blz_status on_worker(blz_pool *pool, F f) {
-    return blz_call(pool, thunk_of(f), &f);
-}
 
 // Spins (politely) until pred() holds; the caller's watchdog bounds it.
 template <class P>

@@ -1,13 +1,15 @@
 // Shared helpers for the tests: a pool that is always destroyed, waiting
 // for a pool to fall asleep, a watchdog that turns a hang into a failure
 // with a message instead of a stuck test suite, fib by fork-join, out
-// pointer sentinels, and what a forked child may do under each sanitizer.
+// pointer sentinels, lambdas as C callbacks, gates that hold jobs open, and
+// what a forked child may do under each sanitizer.
 #pragma once
 
 #include <blitz.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -148,6 +150,67 @@ inline uint64_t fib(blz_pool *pool, unsigned n) {
     FibArgs f{pool, n, 0};
     return blz_call(pool, fib_task, &f) == BLZ_OK ? f.result : kFibFailed;
 }
+
+// A lambda as a blz_fn (or blz_range_fn): pass thunk_of(f) with &f.
+template <class F>
+struct Thunk {
+    static void run(void *arg) { (*static_cast<F *>(arg))(); }
+};
+template <class F>
+blz_fn thunk_of(F &) {
+    return &Thunk<F>::run;
+}
+template <class F>
+struct RangeThunk {
+    static void run(void *arg, size_t lo, size_t hi) { (*static_cast<F *>(arg))(lo, hi); }
+};
+template <class F>
+blz_range_fn range_thunk_of(F &) {
+    return &RangeThunk<F>::run;
+}
+
+// Runs `f` on a worker of `pool` through blz_call; f must not throw.
+template <class F>
+blz_status on_worker(blz_pool *pool, F f) {
+    return blz_call(pool, thunk_of(f), &f);
+}
+
+// Waits (politely) until pred() holds, at most `limit`; false if it never
+// did. Also usable on workers, where a false result is recorded, not asserted.
+template <class P>
+bool eventually(P pred, std::chrono::seconds limit = std::chrono::seconds(60)) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!pred()) {
+        if (std::chrono::steady_clock::now() > deadline) return false;
+        std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    return true;
+}
+
+// Holds jobs open: a job passes through the gate, which blocks it until the
+// test opens it.
+struct Gate {
+    std::atomic<int> entered{0};
+    std::atomic<bool> open{false};
+    void pass() {
+        entered.fetch_add(1);
+        while (!open.load()) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    bool wait_entered(int n = 1) {
+        return eventually([&] { return entered.load() >= n; });
+    }
+    void release() { open.store(true); }
+};
+inline void gate_fn(void *gate) { static_cast<Gate *>(gate)->pass(); }
+
+// Opens a gate at scope exit, so a failed REQUIRE never leaves a worker
+// blocked (and the pool's destructor hanging).
+struct OpenOnExit {
+    Gate &gate;
+    ~OpenOnExit() { gate.release(); }
+};
+
+inline void count_into(void *counter) { static_cast<std::atomic<int> *>(counter)->fetch_add(1); }
 
 // The sum of the indices a blz_parallel_for covered, each range adding its own.
 struct IndexSum {
