@@ -112,6 +112,8 @@ expect_caught "4. blz_version_number removed" blz_version_number
 edit "$header" 's/^BLZ_API uint32_t blz_version_number(void);$/&\n\/** Added by tests\/abi\/abi_demo.sh. *\/\nBLZ_API int32_t blz_abi_demo_added(void);/' \
     'BLZ_API int32_t blz_abi_demo_added(void);'
 printf '\nBLZ_API int32_t blz_abi_demo_added(void) { return 42; }\n' >> "$capi"
+# Exported as a new function would be: listed in the newest version node.
+edit "$copy/abi/libblitz.map" 's/^    blz_broadcast;$/&\n    blz_abi_demo_added;/' '    blz_abi_demo_added;'
 build_lib
 check fail "5. an added function blz_abi_demo_added"
 grep -q "blz_abi_demo_added" "$tmp/check.log" || fail "the report does not name blz_abi_demo_added"
