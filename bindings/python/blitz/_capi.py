@@ -16,10 +16,13 @@ BLZ_ESHUTDOWN = -4
 BLZ_EDEADLK = -5
 BLZ_ETASK = -6
 BLZ_EFORK = -7
+BLZ_ETIMEDOUT = -8
+BLZ_ECANCELED = -9
 BLZ_MAX_THREADS = 65535
+BLZ_GROUP_CANCEL_ON_FAILURE = 1
 # The ABI this binding was written against: same major, at least this minor.
 ABI_MAJOR = 0
-ABI_MINOR = 1
+ABI_MINOR = 2
 
 blz_status = c_int32
 # typedef void (*blz_fn)(void *arg);
@@ -28,6 +31,8 @@ FN = CFUNCTYPE(None, c_void_p)
 RANGE_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t)
 # typedef void (*blz_thread_fn)(void *user, uint32_t worker_index);
 THREAD_FN = CFUNCTYPE(None, c_void_p, c_uint32)
+# typedef void (*blz_done_fn)(void *done_arg, blz_status status);
+DONE_FN = CFUNCTYPE(None, c_void_p, blz_status)
 
 
 class PoolConfig(Structure):
@@ -61,6 +66,17 @@ class Stats(Structure):
     ]
 
 
+class SpawnOptions(Structure):
+    """struct blz_spawn_options (0.2)."""
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("flags", c_uint32),
+        ("group", c_void_p),
+        ("on_done", DONE_FN),
+        ("done_arg", c_void_p),
+    ]
+
+
 # Opaque handles are passed as c_void_p.
 _PROTOTYPES = {
     "blz_version_number": (c_uint32, []),
@@ -80,6 +96,18 @@ _PROTOTYPES = {
     "blz_group_spawn": (blz_status, [c_void_p, FN, c_void_p]),
     "blz_group_wait": (blz_status, [c_void_p]),
     "blz_group_destroy": (blz_status, [c_void_p]),
+    # 0.2
+    "blz_spawn_options_init": (None, [POINTER(SpawnOptions)]),
+    "blz_spawn_ex": (blz_status, [c_void_p, FN, c_void_p, POINTER(SpawnOptions), POINTER(c_void_p)]),
+    "blz_task_wait_for": (blz_status, [c_void_p, c_uint64]),
+    "blz_task_detach": (blz_status, [c_void_p]),
+    "blz_group_create_ex": (blz_status, [c_void_p, c_uint32, POINTER(c_void_p)]),
+    "blz_group_wait_for": (blz_status, [c_void_p, c_uint64]),
+    "blz_group_cancel": (blz_status, [c_void_p]),
+    "blz_group_cancelled": (c_int32, [c_void_p]),
+    "blz_cancelled": (c_int32, []),
+    "blz_fail": (None, []),
+    "blz_broadcast": (blz_status, [c_void_p, THREAD_FN, c_void_p]),
 }
 
 
@@ -95,7 +123,7 @@ lib, library_path = _loader.load()
 try:
     _declare(lib)
 except AttributeError as exc:
-    raise ImportError(f"blitz: {library_path} lacks a libblitz 0.1 function: {exc}") from None
+    raise ImportError(f"blitz: {library_path} lacks a libblitz 0.2 function: {exc}") from None
 
 _number = lib.blz_version_number()
 LIBRARY_VERSION = (_number // 10000, _number // 100 % 100, _number % 100)

@@ -161,7 +161,7 @@ class TestModule(unittest.TestCase):
         functions = support.header_functions()
         if functions is None:
             self.skipTest(f"no {support.HEADER}")
-        self.assertEqual(len(functions), 17)  # the parser found them all
+        self.assertEqual(len(functions), 28)  # the parser found them all
         self.assertEqual(sorted(impl._capi._PROTOTYPES), sorted(functions))
         for name, (returns_void, num_params) in functions.items():
             with self.subTest(function=name):
@@ -170,7 +170,8 @@ class TestModule(unittest.TestCase):
                 self.assertEqual(fn.restype is None, returns_void)
 
     def test_struct_fields_match_the_header(self):
-        for struct, name in ((impl.Stats, "blz_stats"), (impl.PoolConfig, "blz_pool_config")):
+        for struct, name in ((impl.Stats, "blz_stats"), (impl.PoolConfig, "blz_pool_config"),
+                             (impl._capi.SpawnOptions, "blz_spawn_options")):
             fields = support.header_struct_fields(name)
             if fields is None:
                 self.skipTest(f"no {support.HEADER}")
