@@ -26,7 +26,10 @@
 namespace {
 
 using blz_test::fib;
+using blz_test::child_prologue;
 using blz_test::on_worker;
+using blz_test::run_forked;
+using blz_test::wait_for_child;
 using blz_test::Pool;
 using blz_test::thunk_of;
 using blz_test::sentinel;
@@ -72,37 +75,6 @@ struct ChildChecks {
 };
 #define CHILD_CHECK(checks, expr) (checks).check((expr), #expr, __LINE__)
 
-void flush_everything() {
-    std::fflush(nullptr);
-}
-
-// In the child: default SIGALRM (a hang kills the child) armed for `seconds`.
-void child_prologue(unsigned alarm_seconds) {
-    std::signal(SIGALRM, SIG_DFL);
-    alarm(alarm_seconds);
-}
-
-// Forks; the child runs body() (returning its exit code) and _exits: it
-// never returns into Catch2. A hang in the child becomes SIGALRM.
-template <class F>
-int run_in_child(F body, unsigned alarm_seconds = 30) {
-    flush_everything();
-    pid_t pid = fork();
-    if (pid == 0) {
-        child_prologue(alarm_seconds);
-        int rc = body();
-        std::fflush(stderr);
-        _exit(rc);
-    }
-    REQUIRE(pid > 0);
-    int status = 0;
-    pid_t waited;
-    do {
-        waited = waitpid(pid, &status, 0);
-    } while (waited < 0 && errno == EINTR);
-    REQUIRE(waited == pid);
-    return status;
-}
 
 std::string describe_child(int status) {
     char text[128];
@@ -362,26 +334,26 @@ int thief_scenario(bool use_group, bool steal) {
 
 TEST_CASE("blz_join from the task's own fork_join half run inline returns EDEADLK", "[api][lifecycle]") {
     // The control for the thief case below: the same code, b on the task's thread.
-    int status = run_in_child([] { return thief_scenario(false, false); }, 20);
+    int status = run_forked([] { return thief_scenario(false, false); }, 20);
     INFO(describe_child(status));
     CHECK(child_passed(status));
 }
 
 TEST_CASE("blz_group_wait from a group task's own fork_join half run inline returns EDEADLK", "[api][lifecycle]") {
-    int status = run_in_child([] { return thief_scenario(true, false); }, 20);
+    int status = run_forked([] { return thief_scenario(true, false); }, 20);
     INFO(describe_child(status));
     CHECK(child_passed(status));
 }
 
 TEST_CASE("blz_join from the task's own fork_join half run by a thief returns EDEADLK", "[api][lifecycle][thief]") {
-    int status = run_in_child([] { return thief_scenario(false, true); }, 20);
+    int status = run_forked([] { return thief_scenario(false, true); }, 20);
     INFO(describe_child(status));
     CHECK(child_passed(status));
 }
 
 TEST_CASE("blz_group_wait from a group task's own fork_join half run by a thief returns EDEADLK",
           "[api][lifecycle][thief]") {
-    int status = run_in_child([] { return thief_scenario(true, true); }, 20);
+    int status = run_forked([] { return thief_scenario(true, true); }, 20);
     INFO(describe_child(status));
     CHECK(child_passed(status));
 }
@@ -1212,7 +1184,7 @@ TEST_CASE("fork() while the pool is idle: the child gets EFORK and can make a ne
     REQUIRE(blz_test::wait_until_asleep(pool, milliseconds(30000)));
 
     ForkedState state{pool, group, nullptr, false, finished_ok, finished_failed};
-    int status = run_in_child([&] { return checks_in_forked_child(state); });
+    int status = run_forked([&] { return checks_in_forked_child(state); });
     INFO(describe_child(status));
     CHECK(child_passed(status));
 
@@ -1246,7 +1218,7 @@ TEST_CASE("fork() while a long task runs: the child gets EFORK for the task, the
     for (bool pool_first : {false, true}) {
         INFO("in the child, the pool is destroyed " << (pool_first ? "before" : "after") << " the group");
         ForkedState state{pool, group, running, pool_first, nullptr, nullptr};
-        int status = run_in_child([&] { return checks_in_forked_child(state); });
+        int status = run_forked([&] { return checks_in_forked_child(state); });
         INFO(describe_child(status));
         CHECK(child_passed(status));
     }
@@ -1267,7 +1239,7 @@ TEST_CASE("fork() from inside a task: in the child the thread is nobody's worker
     int32_t index_in_parent = -2;
     auto forker = [&] {
         index_in_parent = blz_worker_index(p);
-        flush_everything();
+        std::fflush(nullptr);
         pid_t child = fork();
         if (child == 0) {
             child_prologue(30);
@@ -1280,13 +1252,7 @@ TEST_CASE("fork() from inside a task: in the child the thread is nobody's worker
     };
     REQUIRE(on_worker(p, forker) == BLZ_OK);
     CHECK(index_in_parent >= 0);
-    REQUIRE(pid > 0);
-    int status = 0;
-    pid_t waited;
-    do {
-        waited = waitpid(pid, &status, 0);
-    } while (waited < 0 && errno == EINTR);
-    REQUIRE(waited == pid);
+    const int status = wait_for_child(pid);
     INFO(describe_child(status));
     CHECK(child_passed(status));
     CHECK(fib(pool, 18) == 2584);
@@ -1362,7 +1328,7 @@ int refused_thread_scenario() {
 }  // namespace
 
 TEST_CASE("a worker thread the OS refuses gives BLZ_ETHREAD without hanging", "[api][lifecycle][ethread]") {
-    int status = run_in_child(refused_thread_scenario, 30);
+    int status = run_forked(refused_thread_scenario, 30);
     INFO(describe_child(status));
     CHECK(child_passed(status));
 }

@@ -1472,22 +1472,7 @@ TEST_CASE("fork(): in the child the 0.2 calls on the parent's pool return EFORK 
     REQUIRE(eventually([&] { return stats_of(pool).sleeping_now == 1; }));
 
     ForkState state{pool, group, pending_task, finished_task};
-    std::fflush(nullptr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        std::signal(SIGALRM, SIG_DFL);
-        alarm(30);
-        int rc = forked_child(state);
-        std::fflush(stderr);
-        _exit(rc);
-    }
-    REQUIRE(pid > 0);
-    int status = 0;
-    pid_t waited;
-    do {
-        waited = waitpid(pid, &status, 0);
-    } while (waited < 0 && errno == EINTR);
-    REQUIRE(waited == pid);
+    const int status = blz_test::run_forked([&] { return forked_child(state); });
     INFO("child status " << status);
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 0);

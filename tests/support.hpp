@@ -8,12 +8,15 @@
 #include <blitz.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 
@@ -211,6 +214,40 @@ struct OpenOnExit {
 };
 
 inline void count_into(void *counter) { static_cast<std::atomic<int> *>(counter)->fetch_add(1); }
+
+// In a forked child: default SIGALRM (a hang kills the child) armed for `seconds`.
+inline void child_prologue(unsigned alarm_seconds) {
+    std::signal(SIGALRM, SIG_DFL);
+    alarm(alarm_seconds);
+}
+
+// Waits for `pid`, across EINTR; its status as waitpid gives it.
+inline int wait_for_child(pid_t pid) {
+    if (pid <= 0) throw std::runtime_error("fork failed");
+    int status = 0;
+    pid_t waited;
+    do {
+        waited = waitpid(pid, &status, 0);
+    } while (waited < 0 && errno == EINTR);
+    if (waited != pid) throw std::runtime_error("waitpid failed");
+    return status;
+}
+
+// Forks; the child runs body() (returning its exit code) and _exits: it
+// never returns into the test framework. A hang in the child becomes
+// SIGALRM. Returns the child's status as waitpid gives it.
+template <class F>
+int run_forked(F body, unsigned alarm_seconds = 30) {
+    std::fflush(nullptr);
+    pid_t pid = fork();
+    if (pid == 0) {
+        child_prologue(alarm_seconds);
+        int rc = body();
+        std::fflush(stderr);
+        _exit(rc);
+    }
+    return wait_for_child(pid);
+}
 
 // The sum of the indices a blz_parallel_for covered, each range adding its own.
 struct IndexSum {
