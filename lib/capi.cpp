@@ -304,8 +304,9 @@ BLZ_API int32_t blz_group_cancelled(const blz_group *group) {
 }
 
 BLZ_API int32_t blz_cancelled(void) {
-    const SpawnedJob *task = blz::innermost_task();
-    return task != nullptr && task->group != nullptr && task->group->cancelled() ? 1 : 0;
+    const std::atomic<bool> *cancel = cancel_flag_here();
+    // relaxed: a cancel is a request (group.hpp).
+    return cancel != nullptr && cancel->load(std::memory_order_relaxed) ? 1 : 0;
 }
 
 BLZ_API void blz_fail(void) {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <thread>
 
+#include "deadline.hpp"
 #include "futex.hpp"
 
 namespace blz {
@@ -31,28 +32,21 @@ namespace blz {
 class Parker {
 public:
     // Blocks until unpark() has been called.
-    void park() {
-        if (spin_until_set()) return;
-        uint32_t expected = kEmpty;
-        // acquire on failure: the token is kSet, as in the load above. On
-        // success announcing kBlocked publishes nothing, but gcc rejects a
-        // success order weaker than the failure order (free on x86 anyway).
-        if (!token_.compare_exchange_strong(expected, kBlocked, std::memory_order_acquire)) return;
-        // acquire: as above; the futex re-checks the word, so a set between
-        // the load and the wait is never slept through.
-        while (token_.load(std::memory_order_acquire) != kSet) futex_wait(token_, kBlocked);
-    }
+    void park() { park_until(kNoDeadline); }
 
     // park() until the absolute CLOCK_MONOTONIC time `deadline`
-    // (deadline.hpp). False when it passed first: the token is then back
-    // to kEmpty, so a later unpark() costs no system call and a later
-    // park() blocks again.
+    // (deadline.hpp; kNoDeadline: no end). False when it passed first: the
+    // token is then back to kEmpty, so a later unpark() costs no system
+    // call and a later park() blocks again.
     bool park_until(uint64_t deadline) {
         if (spin_until_set()) return true;
         uint32_t expected = kEmpty;
-        // acquire on failure: as in park().
+        // acquire on failure: the token is kSet, as in spin_until_set. On
+        // success announcing kBlocked publishes nothing, but gcc rejects a
+        // success order weaker than the failure order (free on x86 anyway).
         if (!token_.compare_exchange_strong(expected, kBlocked, std::memory_order_acquire)) return true;
-        // acquire: as in park().
+        // acquire: as above; the futex re-checks the word, so a set between
+        // the load and the wait is never slept through.
         while (token_.load(std::memory_order_acquire) != kSet) {
             if (futex_wait_until(token_, kBlocked, deadline)) continue;
             expected = kBlocked;

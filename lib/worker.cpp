@@ -146,6 +146,9 @@ void Latch::set() {
 
 bool Latch::wait_until(uint64_t deadline) {
     if (Worker *worker = this->worker()) return worker->wait_until(core_, deadline);
+    // A parked thread uses the same transitions as a sleeping worker: a
+    // setter that finds SLEEPING will unpark us, and only then may we
+    // return (the setter still touches the parker).
     if (!core_.get_sleepy()) return true;
     if (!core_.fall_asleep()) return true;
     if (parker()->park_until(deadline)) return true;
@@ -156,18 +159,7 @@ bool Latch::wait_until(uint64_t deadline) {
     return true;
 }
 
-void Latch::wait() {
-    if (Worker *worker = this->worker()) {
-        worker->wait_until(core_);
-        return;
-    }
-    // A parked thread uses the same transitions as a sleeping worker: a
-    // setter that finds SLEEPING will unpark us, and only then may we
-    // return (the setter still touches the parker).
-    if (!core_.get_sleepy()) return;
-    if (!core_.fall_asleep()) return;
-    parker()->park();
-}
+void Latch::wait() { wait_until(kNoDeadline); }
 
 RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
                                     blz_range_fn body, void *arg, const std::atomic<bool> *cancel) {

@@ -215,6 +215,23 @@ struct OpenOnExit {
 
 inline void count_into(void *counter) { static_cast<std::atomic<int> *>(counter)->fetch_add(1); }
 
+// An exception type of the tests' own, to check that the type and its
+// data arrive (the C++ layer's tests).
+struct test_error {
+    int code;
+};
+
+// Counts its live instances: callables, callbacks and results that must not leak.
+struct tracked {
+    inline static std::atomic<int> live{0};
+    tracked() { live.fetch_add(1); }
+    tracked(const tracked &) { live.fetch_add(1); }
+    tracked(tracked &&) noexcept { live.fetch_add(1); }
+    tracked &operator=(const tracked &) = default;
+    tracked &operator=(tracked &&) = default;
+    ~tracked() { live.fetch_sub(1); }
+};
+
 // In a forked child: default SIGALRM (a hang kills the child) armed for `seconds`.
 inline void child_prologue(unsigned alarm_seconds) {
     std::signal(SIGALRM, SIG_DFL);

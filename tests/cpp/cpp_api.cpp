@@ -33,26 +33,12 @@
 
 namespace {
 
+using blz_test::test_error;
+using blz_test::tracked;
 using blz_test::Watchdog;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-// An exception type of our own, to check that the type and its data arrive.
-struct test_error {
-    int code;
-};
-
-// Counts its live instances: captures and results that must not leak.
-struct tracked {
-    static std::atomic<int> live;
-    tracked() { live.fetch_add(1); }
-    tracked(const tracked &) { live.fetch_add(1); }
-    tracked(tracked &&) noexcept { live.fetch_add(1); }
-    tracked &operator=(const tracked &) = default;
-    tracked &operator=(tracked &&) = default;
-    ~tracked() { live.fetch_sub(1); }
-};
-std::atomic<int> tracked::live{0};
 
 // Callable only as an rvalue: checks that the layer forwards callables.
 struct once {

@@ -30,6 +30,8 @@
 
 namespace {
 
+using blz_test::test_error;
+using blz_test::tracked;
 using blz_test::Watchdog;
 using std::chrono::milliseconds;
 using std::chrono::nanoseconds;
@@ -39,21 +41,6 @@ using clock_type = std::chrono::steady_clock;
 // Long enough never to run out on a loaded machine; only reached by a bug.
 constexpr seconds kPatience(30);
 
-struct test_error {
-    int code;
-};
-
-// Counts its live instances: callables, callbacks and results that must not leak.
-struct tracked {
-    static std::atomic<int> live;
-    tracked() { live.fetch_add(1); }
-    tracked(const tracked &) { live.fetch_add(1); }
-    tracked(tracked &&) noexcept { live.fetch_add(1); }
-    tracked &operator=(const tracked &) = default;
-    tracked &operator=(tracked &&) = default;
-    ~tracked() { live.fetch_sub(1); }
-};
-std::atomic<int> tracked::live{0};
 
 // Polls pred until it holds or the deadline passed; returns pred().
 template <class P>
