@@ -9,7 +9,52 @@
 # extra sections rustjoin and sort) runs again; the rest of the report keeps
 # the previous figures. All of it took 9 min 16 s on the 2-vCPU machine
 # while it was busy (about 5 min of CPU time); see bench/run.py.
+#
+# NAME node is the Node binding's benchmark (issue 16,
+# bindings/node/bench/hash.mjs: CRC-32 of many buffers on libblitz, the
+# libuv threadpool and worker_threads; the run() round trip), which prints
+# its tables and writes bindings/node/bench/results.json; about 3 min.
+# `./dev bench node` runs only it; a run with no NAME runs it after the rest.
+#
+# NAME python is the Python binding's (issue 15): blitz.Executor's per-task
+# cost against ThreadPoolExecutor (bindings/python/bench/executor_overhead.py)
+# and a numpy array through a cffi kernel (examples/python/numpy_kernel.py),
+# with Debian's python3 (numpy, cffi); the output also goes to
+# bindings/python/bench/results.txt. About 2 min. Like node, it runs alone
+# with `./dev bench python`, and after the rest in a run with no NAME.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
-exec python3 "$root/bench/run.py" "$@"
+build_dir=$1
+shift
+names=0 node=0 python=0 report_only=0 others=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --runs | --note) others+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
+        --smoke | --report-only) report_only=1; others+=("$1"); shift ;;
+        -*) others+=("$1"); shift ;;
+        node) node=1; shift ;;
+        python) python=1; shift ;;
+        *) names=$((names + 1)); others+=("$1"); shift ;;
+    esac
+done
+status=0
+only_bindings=$(( node + python > 0 && names == 0 ))
+if [ "$only_bindings" = 0 ] || [ "$report_only" = 1 ]; then
+    python3 "$root/bench/run.py" "$build_dir" "${others[@]}" || status=$?
+fi
+if [ "$report_only" = 0 ] && { [ "$python" = 1 ] || [ "$names$node" = 00 ]; }; then
+    case "$build_dir" in /*) library=$build_dir ;; *) library=$root/$build_dir ;; esac
+    export BLITZ_LIBRARY="$library/libblitz.so"
+    { /usr/bin/python3 "$root/bindings/python/bench/executor_overhead.py" &&
+      /usr/bin/python3 "$root/examples/python/numpy_kernel.py"; } |
+        tee "$root/bindings/python/bench/results.txt" || status=1
+fi
+if [ "$report_only" = 0 ] && { [ "$node" = 1 ] || [ "$names$python" = 00 ]; }; then
+    if command -v node >/dev/null 2>&1 && [ -f "$build_dir/bindings/node/blitz_node.node" ]; then
+        node "$root/bindings/node/bench/hash.mjs" --build-dir "$build_dir" || status=$?
+    else
+        echo "bench: node: skipped (no node on PATH, or $build_dir/bindings/node/blitz_node.node not built)" >&2
+    fi
+fi
+exit "$status"

@@ -2,28 +2,38 @@
 
     import blitz
 
-    with blitz.Pool() as pool:
-        task = pool.spawn(pow, 2, 10)
-        print(task.result())                       # 1024
-        print(pool.map(abs, [-1, 2, -3]))          # [1, 2, 3]
-        print(pool.join(lambda: 1, lambda: 2))     # (1, 2)
+    with blitz.Executor() as executor:              # a concurrent.futures executor
+        future = executor.submit(pow, 2, 10)
+        print(future.result())                      # 1024
+        print(list(executor.map(abs, [-1, 2, -3]))) # [1, 2, 3]
+        executor.parallel_for(0, len(array), kernel, array)   # a C kernel, no GIL
 
+blitz.Executor is the standard API (submit, map, shutdown, Futures, asyncio's
+run_in_executor); blitz.Pool is the binding's first API (spawn, call, join,
+map, parallel_for, close) on the same runtime; blitz.aio awaits C kernels.
 Python callables hold the GIL while they run, so they run one at a time
-(a callable that sleeps or waits for I/O releases it); C function pointers
-(blitz.RANGE_FN) passed to parallel_for run on all workers at once.
+(unless the interpreter is free-threaded); C functions (blitz.TASK_FN for
+submit_c, blitz.RANGE_FN for parallel_for) run on all workers at once.
 """
-from ._capi import (BLZ_EDEADLK, BLZ_EFORK, BLZ_EINVAL, BLZ_ENOMEM, BLZ_ESHUTDOWN, BLZ_ETASK,
-                    BLZ_ETHREAD, BLZ_MAX_THREADS, BLZ_OK, LIBRARY_VERSION, RANGE_FN)
+from concurrent.futures import BrokenExecutor
+from concurrent.futures.thread import BrokenThreadPool
+
+from ._capi import (BLZ_ECANCELED, BLZ_EDEADLK, BLZ_EFORK, BLZ_EINVAL, BLZ_ENOMEM, BLZ_ESHUTDOWN,
+                    BLZ_ETASK, BLZ_ETHREAD, BLZ_ETIMEDOUT, BLZ_MAX_THREADS, BLZ_OK, LIBRARY_VERSION,
+                    RANGE_FN, TASK_FN)
 from ._capi import library_path
-from ._pool import BlitzError, Pool, PoolClosedError, Task
+from ._executor import Executor
+from ._pool import Pool, Task
+from ._runtime import BlitzError, Future, PoolClosedError
 
 __version__ = "0.2.0"
 
 __all__ = [
     "__version__", "library_version", "library_path",
-    "Pool", "Task", "BlitzError", "PoolClosedError", "RANGE_FN",
+    "Executor", "Future", "Pool", "Task", "BlitzError", "PoolClosedError",
+    "BrokenExecutor", "BrokenThreadPool", "RANGE_FN", "TASK_FN",
     "BLZ_OK", "BLZ_EINVAL", "BLZ_ENOMEM", "BLZ_ETHREAD", "BLZ_ESHUTDOWN", "BLZ_EDEADLK",
-    "BLZ_ETASK", "BLZ_EFORK", "BLZ_MAX_THREADS",
+    "BLZ_ETASK", "BLZ_EFORK", "BLZ_ETIMEDOUT", "BLZ_ECANCELED", "BLZ_MAX_THREADS",
 ]
 
 

@@ -27,6 +27,7 @@ ABI_MINOR = 2
 blz_status = c_int32
 # typedef void (*blz_fn)(void *arg);
 FN = CFUNCTYPE(None, c_void_p)
+TASK_FN = FN  # the public name: a C function submit_c runs
 # typedef void (*blz_range_fn)(void *arg, size_t begin, size_t end);
 RANGE_FN = CFUNCTYPE(None, c_void_p, c_size_t, c_size_t)
 # typedef void (*blz_thread_fn)(void *user, uint32_t worker_index);
@@ -98,7 +99,8 @@ _PROTOTYPES = {
     "blz_group_destroy": (blz_status, [c_void_p]),
     # 0.2
     "blz_spawn_options_init": (None, [POINTER(SpawnOptions)]),
-    "blz_spawn_ex": (blz_status, [c_void_p, FN, c_void_p, POINTER(SpawnOptions), POINTER(c_void_p)]),
+    # opts and out_task as addresses: the binding passes preallocated structs (a cheaper conversion)
+    "blz_spawn_ex": (blz_status, [c_void_p, FN, c_void_p, c_void_p, c_void_p]),
     "blz_task_wait_for": (blz_status, [c_void_p, c_uint64]),
     "blz_task_detach": (blz_status, [c_void_p]),
     "blz_group_create_ex": (blz_status, [c_void_p, c_uint32, POINTER(c_void_p)]),
@@ -111,8 +113,21 @@ _PROTOTYPES = {
 }
 
 
-def _declare(lib):
-    for name, (restype, argtypes) in _PROTOTYPES.items():
+# Calls that return quickly and never run Python code (no callback, no job
+# run while waiting) go through `held`, a view of the library that keeps the
+# GIL during the call: releasing and taking it back would cost more than
+# the call, and would hand the GIL to a worker between two spawns. Every
+# other call goes through `lib`, which releases the GIL, since what it waits
+# for may need it (a job, an on_done, a thread hook).
+_HELD = ("blz_version_number", "blz_status_string", "blz_pool_config_init", "blz_pool_num_threads",
+         "blz_worker_index", "blz_pool_stats", "blz_spawn_options_init", "blz_spawn_ex",
+         "blz_task_detach", "blz_group_create_ex", "blz_group_cancel", "blz_group_cancelled",
+         "blz_cancelled")
+
+
+def _declare(lib, names):
+    for name in names:
+        restype, argtypes = _PROTOTYPES[name]
         fn = getattr(lib, name)  # AttributeError: not the libblitz this binding knows
         fn.restype = restype
         fn.argtypes = argtypes
@@ -121,7 +136,8 @@ def _declare(lib):
 
 lib, library_path = _loader.load()
 try:
-    _declare(lib)
+    _declare(lib, _PROTOTYPES)
+    held = _declare(ctypes.PyDLL(library_path, handle=lib._handle), _HELD)
 except AttributeError as exc:
     raise ImportError(f"blitz: {library_path} lacks a libblitz 0.2 function: {exc}") from None
 

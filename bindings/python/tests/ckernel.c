@@ -76,3 +76,53 @@ void blz_test_rendezvous(void *arg, size_t lo, size_t hi) {
         nanosleep(&pause, NULL);
     }
 }
+
+/* ---- kernels that take their data from arg (0.2: C functions with arguments) ---- */
+
+void blz_fail(void); /* from libblitz, which this module links */
+
+/* A blz_range_fn: squares the uint32_t array at arg, in place, over [lo, hi). */
+void blz_test_square(void *arg, size_t lo, size_t hi) {
+    uint32_t *values = arg;
+    for (size_t i = lo; i < hi; ++i) values[i] *= values[i];
+}
+
+/* A blz_fn: adds one to the uint64_t at arg. */
+void blz_test_increment(void *arg) {
+    __atomic_add_fetch((uint64_t *)arg, 1, __ATOMIC_SEQ_CST);
+}
+
+/* A blz_fn that reports a failure (its Future fails with BLZ_ETASK). */
+void blz_test_failing_task(void *arg) {
+    (void)arg;
+    blz_fail();
+}
+
+/* A blz_range_fn: counts the indices it ran into the uint64_t at arg, each
+ * taking about 1 ms, so that a loop over many indices can be interrupted
+ * while it runs. */
+void blz_test_slow_count(void *arg, size_t lo, size_t hi) {
+    struct timespec pause = {0, 1000000};
+    for (size_t i = lo; i < hi; ++i) {
+        nanosleep(&pause, NULL);
+        __atomic_add_fetch((uint64_t *)arg, 1, __ATOMIC_SEQ_CST);
+    }
+}
+
+static uint32_t g_released;
+
+/* Lets every blz_test_block_until_released call return. */
+void blz_test_release(uint32_t released) { __atomic_store_n(&g_released, released, __ATOMIC_SEQ_CST); }
+
+/* A blz_fn that holds its worker (and its argument) until blz_test_release(1),
+ * or 60 s, a guard rather than a measurement. */
+void blz_test_block_until_released(void *arg) {
+    (void)arg;
+    struct timespec start, now, pause = {0, 100000};
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    while (!__atomic_load_n(&g_released, __ATOMIC_SEQ_CST)) {
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - start.tv_sec > 60) return;
+        nanosleep(&pause, NULL);
+    }
+}

@@ -45,8 +45,11 @@ def kernel():
         scratch = tempfile.mkdtemp(prefix="blitz-test-kernel-")
         atexit.register(shutil.rmtree, scratch, True)
         out = os.path.join(scratch, "kernel.so")
+        library = os.path.realpath(blitz.library_path)   # blz_fail comes from it
         done = subprocess.run([cc, "-std=c99", "-O2", "-shared", "-fPIC", "-o", out,
-                               os.path.join(HERE, "ckernel.c")], capture_output=True, text=True)
+                               os.path.join(HERE, "ckernel.c"), library,
+                               "-Wl,-rpath," + os.path.dirname(library)],
+                              capture_output=True, text=True)
         if done.returncode != 0:
             _kernel_error = f"compiling ckernel.c failed: {done.stderr}"
             return None
@@ -59,6 +62,8 @@ def kernel():
         getattr(lib, name).restype = ctypes.c_uint32
     lib.blz_test_rendezvous_reset.argtypes = [ctypes.c_uint32]
     lib.blz_test_rendezvous_reset.restype = None
+    lib.blz_test_release.argtypes = [ctypes.c_uint32]
+    lib.blz_test_release.restype = None
     _kernel = lib
     return lib
 
@@ -82,11 +87,15 @@ def subprocess_env(**changes):
 
 
 class HandleCounter:
-    """Stands in for the library in blitz's pool module, passes every call
-    on, and counts the blz_task handles the C calls create (blz_spawn with
-    an out_task that succeeds) and free (blz_join, except when it answers
-    BLZ_EINVAL or BLZ_EDEADLK: then nothing changed). Independent of the
-    binding's own bookkeeping."""
+    """Stands in for the library in blitz's runtime module (both views of
+    it: the one that releases the GIL and the one that keeps it), passes
+    every call on, and counts the blz_task handles the C calls create
+    (blz_spawn_ex with an out_task that succeeds) and free (blz_task_detach
+    that succeeds; blz_task_wait_for and blz_join unless they answer
+    BLZ_ETIMEDOUT, BLZ_EINVAL or BLZ_EDEADLK: then nothing changed).
+    Independent of the binding's own bookkeeping."""
+
+    KEEPS = (blitz.BLZ_ETIMEDOUT, blitz.BLZ_EINVAL, blitz.BLZ_EDEADLK)
 
     def __init__(self, lib):
         self._lib = lib
@@ -97,18 +106,33 @@ class HandleCounter:
     def __getattr__(self, name):
         return getattr(self._lib, name)
 
-    def blz_spawn(self, pool, fn, arg, out_task):
-        status = self._lib.blz_spawn(pool, fn, arg, out_task)
-        if status == blitz.BLZ_OK and out_task is not None:
-            with self._lock:
-                self.created += 1
+    def _count(self, created=0, freed=0):
+        with self._lock:
+            self.created += created
+            self.freed += freed
+
+    def blz_spawn_ex(self, pool, fn, arg, options, out_task):
+        status = self._lib.blz_spawn_ex(pool, fn, arg, options, out_task)
+        if status == blitz.BLZ_OK and out_task:
+            self._count(created=1)
+        return status
+
+    def blz_task_detach(self, task):
+        status = self._lib.blz_task_detach(task)
+        if status == blitz.BLZ_OK:
+            self._count(freed=1)
+        return status
+
+    def blz_task_wait_for(self, task, timeout_ns):
+        status = self._lib.blz_task_wait_for(task, timeout_ns)
+        if status not in self.KEEPS:
+            self._count(freed=1)
         return status
 
     def blz_join(self, task):
         status = self._lib.blz_join(task)
-        if status not in (blitz.BLZ_EINVAL, blitz.BLZ_EDEADLK):
-            with self._lock:
-                self.freed += 1
+        if status not in self.KEEPS:
+            self._count(freed=1)
         return status
 
     @property
@@ -121,12 +145,33 @@ class HandleCounter:
 @contextlib.contextmanager
 def counting_handles():
     """Counts blz_task handles while the block runs (see HandleCounter)."""
-    real = _pool._lib
-    counter = _pool._lib = HandleCounter(real)
+    from blitz import _runtime
+    real = _runtime._lib, _runtime._held
+    counter = HandleCounter(real[0])
+    _runtime._lib, _runtime._held = counter, _SharedCount(real[1], counter)
     try:
         yield counter
     finally:
-        _pool._lib = real
+        _runtime._lib, _runtime._held = real
+
+
+class _SharedCount(HandleCounter):
+    """The GIL-keeping view, counting into the same HandleCounter."""
+
+    def __init__(self, lib, counter):
+        super().__init__(lib)
+        self._counter = counter
+
+    def _count(self, created=0, freed=0):
+        self._counter._count(created, freed)
+
+
+def records_of(pool_or_executor):
+    """The tasks of a pool or executor that C may still call back for: [] once all are done."""
+    from blitz import _runtime
+    runtime = pool_or_executor._runtime
+    return [r for r in list(_runtime._callbacks.values())
+            if getattr(r, "_runtime", None) is runtime]
 
 
 def _header_text():

@@ -11,7 +11,7 @@ import weakref
 
 import support
 import blitz
-from blitz import _pool as impl
+from blitz import _runtime as impl
 
 N_SPAWNS = 10_000
 
@@ -123,7 +123,7 @@ class TestResultsAndExceptions(PoolTestCase):
         # A worker counts a job just after the job has finished: allow for
         # one increment per worker still on its way.
         self.assertGreaterEqual(self.pool.stats()["jobs_executed"], N_SPAWNS - self.pool.num_threads)
-        self.assertEqual(self.pool._handle_count(), 0)
+        self.assertEqual(support.records_of(self.pool), [])
 
     def test_result_from_several_threads(self):
         gate = threading.Event()
@@ -422,16 +422,16 @@ class TestClose(unittest.TestCase):
             self.assertEqual(pool.num_threads, 2)
             self.assertEqual(pool.name, "py-test")
         self.assertTrue(pool.closed)
-        self.assertNotIn(pool, impl._open_pools)
+        self.assertNotIn(pool._runtime, impl._open_runtimes)
 
     def test_default_num_threads(self):
         with blitz.Pool() as pool:
             self.assertGreaterEqual(pool.num_threads, 1)
         expected = os.environ.get("BLZ_NUM_THREADS")
         if expected and expected.isdigit() and 1 <= int(expected) <= 65535:
-            self.assertEqual(pool._num_threads, int(expected))
+            self.assertEqual(pool._runtime.num_threads, int(expected))
         elif hasattr(os, "sched_getaffinity"):
-            self.assertEqual(pool._num_threads, len(os.sched_getaffinity(0)))
+            self.assertEqual(pool._runtime.num_threads, len(os.sched_getaffinity(0)))
 
     def test_worker_names(self):
         if not os.path.isdir("/proc/self/task"):
@@ -481,7 +481,7 @@ class TestClose(unittest.TestCase):
         threading.Timer(0.05, gate.set).start()
         pool.close()
         self.assertEqual(sorted(done), list(range(50)))
-        self.assertEqual(pool._handle_count(), 0)
+        self.assertEqual(support.records_of(pool), [])
 
     def test_close_from_a_worker_is_a_deadlock(self):
         with blitz.Pool(2) as pool:
@@ -515,7 +515,7 @@ class TestClose(unittest.TestCase):
         gate.set()
         closer.join()
         self.assertEqual(parent_task.result(), ("child", [1, 2]))
-        self.assertEqual(pool._handle_count(), 0)
+        self.assertEqual(support.records_of(pool), [])
 
     def test_concurrent_closes(self):
         pool = blitz.Pool(2)
@@ -588,8 +588,8 @@ class TestClose(unittest.TestCase):
 
 
 class TestHandles(unittest.TestCase):
-    """Handles counted at the C calls (support.HandleCounter): blz_spawn
-    creates one per task, blz_join frees it."""
+    """Handles counted at the C calls (support.HandleCounter): blz_spawn_ex
+    creates one per task; a detach, or a wait that ends, frees it."""
 
     def setUp(self):
         counting = support.counting_handles()
@@ -611,34 +611,58 @@ class TestHandles(unittest.TestCase):
             task = pool.spawn(work, i)
             if i % 1000 == 0:
                 refs.append(weakref.ref(task))
-            del task                                  # dropped, never joined
+            del task                                  # dropped, never waited for
         self.assertEqual(self.handles.created, N_SPAWNS)
         self.assertTrue(all_done.wait(120), "the tasks did not all run")
-        gc.collect()
-        self.assertTrue(all(ref() is None for ref in refs))    # the Task objects are gone
-        # While the pool stays open, each spawn from outside joins dropped
-        # tasks' handles (those whose job has run): they do not pile up.
-        for _ in range(N_SPAWNS):
-            if self.handles.live == 0:
-                break
-            pool.spawn(int).result()
+        # Each task's on_done frees its handle, with no reaper: once the last
+        # on_done has run, none is left (a condition, with a guard).
+        deadline = time.monotonic() + 60
+        while (self.handles.live or support.records_of(pool)) and time.monotonic() < deadline:
+            time.sleep(0.001)
         self.assertEqual(self.handles.live, 0)
-        self.assertEqual(pool._handle_count(), 0)
+        self.assertEqual(support.records_of(pool), [])
+        gc.collect()
+        self.assertTrue(all(ref() is None for ref in refs))    # the Future objects are gone
         self.assertEqual(sorted(finished), list(range(N_SPAWNS)))
-        self.assertFalse([key for key, job in impl._jobs.items() if job.pool is pool])
 
-    def test_close_joins_every_handle_left(self):
+    def test_close_frees_every_handle(self):
         pool = blitz.Pool(2)
         gate = threading.Event()
         kept = [pool.spawn(lambda i=i: gate.wait() and i) for i in range(100)]
         for _ in range(100):
             pool.spawn(int)                           # dropped
-        self.assertEqual(self.handles.live, 200)      # none has been joined yet
+        self.assertEqual(self.handles.created, 200)
         gate.set()
         pool.close()
         self.assertEqual(self.handles.live, 0)
         self.assertEqual([t.result() for t in kept], list(range(100)))
-        self.assertEqual(self.handles.freed, 200)     # result() found them joined already
+
+    def test_waits_on_a_worker_free_the_handle_once(self):
+        # A worker waiting for a subtask takes its handle and waits in C; a
+        # timed-out wait puts it back, and the next wait frees it.
+        pool = blitz.Pool(2)
+        self.addCleanup(pool.close)
+        started, gate = threading.Event(), threading.Event()
+
+        def child():
+            started.set()
+            return gate.wait()
+
+        def parent():
+            task = pool.spawn(child)
+            started.wait()          # running on the other worker: this wait cannot run it
+            try:
+                task.result(timeout=0.01)
+            except TimeoutError:
+                pass
+            else:
+                raise AssertionError("the child finished before its gate opened")
+            gate.set()
+            return task.result()
+        self.assertIs(pool.call(parent), True)
+        pool.close()
+        self.assertEqual(self.handles.created, 2)     # the call's task and the child
+        self.assertEqual(self.handles.live, 0)
 
     def test_dropped_tasks_spawned_by_workers(self):
         pool = blitz.Pool(2)
@@ -648,8 +672,8 @@ class TestHandles(unittest.TestCase):
                 pool.spawn(int)                       # dropped on a worker
             return n
         self.assertEqual(pool.call(fan_out, 3000), 3000)
-        self.assertEqual(self.handles.created, 3000)
         pool.close()
+        self.assertEqual(self.handles.created, 3001)  # with the call's own task
         self.assertEqual(self.handles.live, 0)
 
 

@@ -1,0 +1,352 @@
+'use strict';
+/*
+ * libblitz for Node.js: a work-stealing thread pool whose tasks are C
+ * functions and whose results arrive as Promises, without blocking the
+ * event loop. This file validates arguments (bad ones throw TypeError or
+ * RangeError before anything starts) and turns AbortSignals into group
+ * cancels; src/addon.c does the rest (docs/embedding.md, "Node.js").
+ */
+const path = require('node:path');
+
+// BLITZ_NODE_ADDON: the addon meson built (the tests); otherwise the one
+// the install script compiled into build/.
+const addonPath = path.resolve(process.env.BLITZ_NODE_ADDON || path.join(__dirname, 'build', 'blitz_node.node'));
+
+function loadAddon(file) {
+  try {
+    return require(file);
+  } catch (error) {
+    const hint = new Error(
+      `libblitz: cannot load the native addon ${file}: ${error.message}\n` +
+        'Build it with `npm run build` in the package (it needs a C compiler, the Node-API ' +
+        'headers and libblitz: BLITZ_LIB_DIR, pkg-config blitz, or a built checkout).',
+      { cause: error });
+    hint.code = 'ERR_BLITZ_ADDON';
+    throw hint;
+  }
+}
+
+const native = loadAddon(addonPath);
+
+/** The version of this package and the libblitz it runs on. */
+const version = require('./package.json').version;
+const libraryVersion = (() => {
+  const n = native.libraryVersion();
+  return `${Math.floor(n / 10000)}.${Math.floor(n / 100) % 100}.${n % 100}`;
+})();
+
+const kHandle = Symbol('libblitz.handle');
+const kKind = Symbol('libblitz.kind');
+
+function typeError(message) {
+  const e = new TypeError(message);
+  e.code = 'ERR_INVALID_ARG_TYPE';
+  return e;
+}
+
+function rangeError(message) {
+  const e = new RangeError(message);
+  e.code = 'ERR_OUT_OF_RANGE';
+  return e;
+}
+
+/** Like Node's own: name 'AbortError', code 'ABORT_ERR', the signal's reason as cause. */
+class AbortError extends Error {
+  constructor(message = 'The operation was aborted', options = undefined) {
+    super(message, options);
+    this.code = 'ABORT_ERR';
+    this.name = 'AbortError';
+  }
+}
+
+function abortError(signal) {
+  return new AbortError(undefined, { cause: signal.reason });
+}
+
+/**
+ * A C function that runs on the pool's workers: kind 'task' is a blz_fn,
+ * void fn(void *arg); kind 'range' is a blz_range_fn,
+ * void fn(void *arg, size_t begin, size_t end). Made by nativeFunction();
+ * the pointer itself never reaches JavaScript.
+ */
+class NativeFunction {
+  constructor(handle, kind, library, symbol) {
+    if (handle !== kHandle) throw new TypeError('use blitz.nativeFunction(library, symbol, kind)');
+    this[kKind] = kind;
+    this.kind = kind;
+    this.library = library;
+    this.symbol = symbol;
+    Object.freeze(this);
+  }
+}
+
+function makeNativeFunction(nativeHandle, kind, library, symbol) {
+  const f = new NativeFunction(kHandle, kind, library, symbol);
+  nativeHandles.set(f, nativeHandle);
+  return f;
+}
+
+// NativeFunction -> the addon's tagged handle (frozen objects cannot hold it).
+const nativeHandles = new WeakMap();
+
+/**
+ * Looks a C function up by name in a shared library (dlopen + dlsym): a
+ * .so of your own, or another addon's .node file. The library stays loaded
+ * for the life of the process. The binding cannot check the function's C
+ * signature: it must be the one `kind` names.
+ */
+function nativeFunction(library, symbol, kind = 'task') {
+  if (typeof library !== 'string' || library === '') throw typeError('library must be a non-empty string (a path)');
+  if (typeof symbol !== 'string' || symbol === '') throw typeError('symbol must be a non-empty string');
+  if (kind !== 'task' && kind !== 'range') throw typeError("kind must be 'task' or 'range'");
+  const handle = native.loadFunction(library, symbol, kind === 'task' ? 0 : 1);
+  return makeNativeFunction(handle, kind, library, symbol);
+}
+
+/** Functions built into the addon: `noop`, the empty task (for the round-trip latency). */
+const kernels = Object.freeze({
+  noop: makeNativeFunction(native.builtinFunction('noop'), 'task', '(built-in)', 'noop'),
+});
+
+const MAP_OPS = ['affine', 'sqrt', 'abs', 'negate', 'square', 'exp', 'log', 'sin', 'cos'];
+
+function isBytes(v) {
+  return ArrayBuffer.isView(v) || v instanceof ArrayBuffer;
+}
+
+/*
+ * Node-API cannot stop a buffer from shrinking under the native code: a
+ * resizable ArrayBuffer can be resized down (its tail decommitted) while a
+ * kernel reads it. Growable SharedArrayBuffers only grow, which is safe.
+ */
+function checkBytes(v, what) {
+  if (!isBytes(v)) throw typeError(`${what} must be a Buffer, TypedArray, DataView or ArrayBuffer`);
+  const ab = v instanceof ArrayBuffer ? v : v.buffer;
+  if (ab instanceof ArrayBuffer && ab.resizable === true) {
+    throw typeError(`${what} is backed by a resizable ArrayBuffer, which could shrink while native code uses it`);
+  }
+}
+
+function checkArg(arg) {
+  if (arg === undefined || arg === null) return;
+  checkBytes(arg, 'arg');
+}
+
+function checkOptions(options) {
+  if (options === undefined) return {};
+  if (options === null || typeof options !== 'object') throw typeError('options must be an object');
+  return options;
+}
+
+function checkSignal(signal) {
+  if (signal === undefined) return undefined;
+  if (!(signal instanceof AbortSignal)) throw typeError('options.signal must be an AbortSignal');
+  return signal;
+}
+
+function checkIndex(v, what) {
+  if (typeof v !== 'number') throw typeError(`${what} must be a number`);
+  if (!Number.isSafeInteger(v) || v < 0) throw rangeError(`${what} must be an integer from 0 to 2^53 - 1`);
+  return v;
+}
+
+function checkFunction(fn, kind, method) {
+  const handle = fn instanceof NativeFunction ? nativeHandles.get(fn) : undefined;
+  if (handle === undefined) throw typeError(`${method} needs a NativeFunction (blitz.nativeFunction)`);
+  if (fn[kKind] !== kind) throw typeError(`${method} needs a NativeFunction of kind '${kind}', not '${fn[kKind]}'`);
+  return handle;
+}
+
+/*
+ * Starts a native call with a cancel token when a signal is given. The
+ * returned promise settles only once the native work has stopped: a call
+ * aborted while it runs rejects with AbortError after its kernel returned,
+ * so that the caller may reuse its buffers the moment it sees the rejection.
+ */
+function withSignal(signal, start) {
+  if (signal === undefined) return start(undefined);
+  if (signal.aborted) return Promise.reject(abortError(signal));
+  const token = {};
+  let aborted = false;
+  const onAbort = () => {
+    aborted = true;
+    native.cancel(token);
+  };
+  const promise = start(token);
+  signal.addEventListener('abort', onAbort, { once: true });
+  return promise.then(
+    (value) => {
+      signal.removeEventListener('abort', onAbort);
+      if (aborted) throw abortError(signal);
+      return value;
+    },
+    (error) => {
+      signal.removeEventListener('abort', onAbort);
+      if (aborted) throw abortError(signal);
+      throw error;
+    });
+}
+
+class Pool {
+  #handle;
+  #threads;
+  #closed = false;
+
+  /**
+   * @param {{threads?: number}} [options] threads: 1..65535 workers; 0 or
+   *   absent: BLZ_NUM_THREADS, else one per CPU this process may use.
+   */
+  constructor(options = undefined) {
+    const { threads = 0 } = checkOptions(options);
+    if (typeof threads !== 'number') throw typeError('options.threads must be a number');
+    if (!Number.isInteger(threads) || threads < 0 || threads > 65535) {
+      throw rangeError('options.threads must be an integer from 0 to 65535');
+    }
+    this.#handle = native.createPool(threads);
+    this.#threads = native.poolThreads(this.#handle);
+  }
+
+  /** The number of workers. */
+  get threads() {
+    return this.#threads;
+  }
+
+  /** Whether close() was called (new work is refused with BLZ_ESHUTDOWN). */
+  get closed() {
+    return this.#closed;
+  }
+
+  /**
+   * Runs fn(pointer to arg's bytes, or NULL) once on a worker. Resolves to
+   * arg when fn returned; rejects with code 'BLZ_ETASK' if fn called blz_fail.
+   */
+  run(fn, arg = undefined, options = undefined) {
+    const handle = checkFunction(fn, 'task', 'run');
+    checkArg(arg);
+    const signal = checkSignal(checkOptions(options).signal);
+    return withSignal(signal, (token) => native.run(this.#handle, handle, arg, token));
+  }
+
+  /**
+   * Calls fn(pointer to arg's bytes, lo, hi) on disjoint sub-ranges covering
+   * [begin, end), in parallel, at most `grain` indices per call (0:
+   * automatic). Resolves to arg; the first failing piece (blz_fail) stops
+   * the rest and the promise rejects with 'BLZ_ETASK'.
+   */
+  parallelFor(begin, end, fn, arg = undefined, options = undefined) {
+    checkIndex(begin, 'begin');
+    checkIndex(end, 'end');
+    if (begin > end) throw rangeError('begin must not be greater than end');
+    const handle = checkFunction(fn, 'range', 'parallelFor');
+    checkArg(arg);
+    const opts = checkOptions(options);
+    const grain = opts.grain === undefined ? 0 : checkIndex(opts.grain, 'options.grain');
+    const signal = checkSignal(opts.signal);
+    return withSignal(signal, (token) => native.parallelFor(this.#handle, begin, end, grain, handle, arg, token));
+  }
+
+  /** The CRC-32 (IEEE, as zlib.crc32) of each buffer, computed in parallel. */
+  crc32(buffers, options = undefined) {
+    if (!Array.isArray(buffers)) throw typeError('buffers must be an array');
+    buffers.forEach((b, i) => checkBytes(b, `buffers[${i}]`));
+    const signal = checkSignal(checkOptions(options).signal);
+    return withSignal(signal, (token) => native.crc32(this.#handle, buffers, token));
+  }
+
+  /**
+   * Sorts a Float64Array in place, in parallel, in the order of
+   * Float64Array.prototype.sort (-0 before +0, NaN last); resolves to it.
+   * Aborted, it rejects and leaves the array a permutation of its input.
+   */
+  sort(array, options = undefined) {
+    if (!(array instanceof Float64Array)) throw typeError('sort needs a Float64Array');
+    checkBytes(array, 'array');
+    const signal = checkSignal(checkOptions(options).signal);
+    return withSignal(signal, (token) => native.sort(this.#handle, array, token));
+  }
+
+  /**
+   * output[i] = op(input[i]) in parallel, for a Float64Array or Float32Array.
+   * op: 'sqrt', 'abs', 'negate', 'square', 'exp', 'log', 'sin', 'cos', or
+   * {mul, add} for x * mul + add. options.output: where to write (same type
+   * and length; may be input itself), else a new array. Resolves to output.
+   */
+  map(input, op, options = undefined) {
+    if (!(input instanceof Float64Array || input instanceof Float32Array)) {
+      throw typeError('map needs a Float64Array or Float32Array');
+    }
+    checkBytes(input, 'input');
+    let code;
+    let mul = 1;
+    let add = 0;
+    if (typeof op === 'string') {
+      code = MAP_OPS.indexOf(op);
+      if (code <= 0) throw rangeError(`unknown map operation '${op}' (one of ${MAP_OPS.slice(1).join(', ')}, or {mul, add})`);
+    } else if (op !== null && typeof op === 'object') {
+      code = 0;
+      ({ mul = 1, add = 0 } = op);
+      if (typeof mul !== 'number' || typeof add !== 'number') throw typeError('op.mul and op.add must be numbers');
+    } else {
+      throw typeError("op must be a string or {mul, add}");
+    }
+    const opts = checkOptions(options);
+    let output = opts.output;
+    if (output === undefined) {
+      output = new input.constructor(input.length);
+    } else {
+      if (!(output instanceof input.constructor)) throw typeError(`options.output must be a ${input.constructor.name}`);
+      checkBytes(output, 'options.output');
+      if (output.length !== input.length) throw rangeError("options.output must have the input's length");
+    }
+    const grain = opts.grain === undefined ? 0 : checkIndex(opts.grain, 'options.grain');
+    const signal = checkSignal(opts.signal);
+    return withSignal(signal, (token) => native.map(this.#handle, input, output, code, mul, add, grain, token));
+  }
+
+  /** A snapshot of the pool's counters; throws 'BLZ_ESHUTDOWN' once closed. */
+  stats() {
+    return native.stats(this.#handle);
+  }
+
+  /**
+   * Refuses new work, and resolves once every accepted call has settled and
+   * the workers have stopped. The same promise on every call.
+   */
+  close() {
+    this.#closed = true;
+    return native.close(this.#handle);
+  }
+}
+
+/** zlib-compatible CRC-32 of one buffer, on the calling thread (the kernel pool.crc32 runs). */
+function crc32Sync(data) {
+  checkBytes(data, 'data');
+  return native.crc32Sync(data);
+}
+
+/**
+ * The same CRC-32 kernel on Node's own libuv threadpool (UV_THREADPOOL_SIZE
+ * threads, 4 by default), one napi_async_work per buffer: what an addon
+ * does without libblitz. For comparisons (bench/).
+ */
+const libuv = Object.freeze({
+  crc32(buffers) {
+    if (!Array.isArray(buffers)) throw typeError('buffers must be an array');
+    buffers.forEach((b, i) => checkBytes(b, `buffers[${i}]`));
+    return native.uvCrc32(buffers);
+  },
+});
+
+module.exports = {
+  Pool,
+  NativeFunction,
+  AbortError,
+  nativeFunction,
+  kernels,
+  crc32Sync,
+  libuv,
+  version,
+  libraryVersion,
+  addonPath,
+  mapOperations: Object.freeze(MAP_OPS.slice(1)),
+};

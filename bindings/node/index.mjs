@@ -1,0 +1,17 @@
+// The ESM entry: the same module as index.js (one addon instance per env).
+import blitz from './index.js';
+
+export const {
+  Pool,
+  NativeFunction,
+  AbortError,
+  nativeFunction,
+  kernels,
+  crc32Sync,
+  libuv,
+  version,
+  libraryVersion,
+  addonPath,
+  mapOperations,
+} = blitz;
+export default blitz;

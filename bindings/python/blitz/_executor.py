@@ -1,0 +1,178 @@
+"""blitz.Executor: the concurrent.futures executor on a libblitz pool."""
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import itertools
+import threading
+from concurrent.futures.thread import BrokenThreadPool
+from typing import Any, Callable, Iterable, Iterator, Optional, Tuple
+
+from ._capi import BLZ_MAX_THREADS
+from ._runtime import KernelRun, LoopCall, Runtime, index_argument, interpreter_exiting
+
+
+class Executor(concurrent.futures.ThreadPoolExecutor):
+    """A concurrent.futures executor whose workers are a libblitz pool.
+
+    Executor(max_workers=None, thread_name_prefix="blz", initializer=None, initargs=())
+
+    It behaves as ThreadPoolExecutor does: submit() returns a standard
+    concurrent.futures.Future (so as_completed, wait, add_done_callback,
+    result(timeout) and asyncio's run_in_executor work), map() yields
+    results lazily and in order, shutdown(wait, cancel_futures) and the
+    with-block have the standard meaning, and an initializer that raises
+    breaks the executor (BrokenThreadPool). It is a subclass of
+    ThreadPoolExecutor so that asyncio accepts it as a default executor;
+    ThreadPoolExecutor's own threads and queue are never created.
+
+    What differs: the workers (max_workers None: one per CPU this process
+    may use, or BLZ_NUM_THREADS) start at once and steal work from each
+    other; a Future is completed by its task's completion callback on the
+    worker; waiting for a Future on one of the pool's own workers runs other
+    tasks meanwhile instead of blocking the worker; and C functions run on
+    the workers without the GIL: submit_c() and parallel_for().
+    """
+
+    def __init__(self, max_workers: Optional[int] = None, thread_name_prefix: str = "blz",
+                 initializer: Optional[Callable[..., Any]] = None, initargs: Tuple[Any, ...] = ()):
+        # ThreadPoolExecutor.__init__ is not called: its queue and threads
+        # would be unused. Its public behaviour is reimplemented here.
+        if max_workers is not None:
+            max_workers = index_argument(max_workers, "max_workers")
+            if max_workers <= 0:
+                raise ValueError("max_workers must be greater than 0")
+            if max_workers > BLZ_MAX_THREADS:
+                raise ValueError(f"max_workers must be at most {BLZ_MAX_THREADS}")
+        if initializer is not None and not callable(initializer):
+            raise TypeError("initializer must be a callable")
+        self._shutdown_lock = threading.Lock()
+        self._shutdown = False
+        self._runtime = Runtime(max_workers, thread_name_prefix, initializer, initargs)
+        self._max_workers = self._runtime.num_threads
+        self._thread_name_prefix = thread_name_prefix
+
+    # -- the standard API ---------------------------------------------------
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        """Runs fn(*args, **kwargs) on a worker; returns its Future."""
+        with self._shutdown_lock:   # no shutdown between the check and the spawn
+            self._check_open()
+            return self._runtime.submit(fn, args, kwargs)
+
+    def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], timeout: Optional[float] = None,
+            chunksize: int = 1) -> Iterator[Any]:
+        """fn over the iterables' items, as the builtin map, computed on the
+        workers: every call is submitted at once, and the results come in
+        order as they are iterated. A result not ready timeout seconds after
+        map() was called raises TimeoutError. chunksize > 1 submits that many
+        calls as one task (fewer, larger tasks for cheap functions)."""
+        if chunksize < 1:
+            raise ValueError("chunksize must be >= 1.")
+        if chunksize == 1:
+            return super().map(fn, *iterables, timeout=timeout)
+        chunks = _chunks(zip(*iterables), chunksize)
+        results = super().map(functools.partial(_call_chunk, fn), chunks, timeout=timeout)
+        return _flatten(results)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Refuses new work, then (wait=True) waits until every submitted
+        task has finished and frees the pool; with wait=False it returns at
+        once and the pool is freed when the work is done. cancel_futures
+        cancels the tasks that have not started (the group cancel of the C
+        API), whose Futures become cancelled. Idempotent. Ctrl-C interrupts
+        the wait; the executor then finishes closing at a later shutdown or
+        at exit. From one of its own workers, shutdown(wait=True) raises
+        BlitzError (BLZ_EDEADLK) after refusing new work."""
+        with self._shutdown_lock:
+            self._shutdown = True
+            if cancel_futures:
+                self._runtime.cancel_queued()
+        if wait:
+            self._runtime.close()
+        else:
+            self._runtime.close_soon()
+
+    # -- C code -------------------------------------------------------------
+
+    def submit_c(self, cfunc, arg=None) -> concurrent.futures.Future:
+        """Runs the C function cfunc(arg) on a worker, without the GIL;
+        returns a Future whose result is None.
+
+        cfunc is a blitz.TASK_FN (CFUNCTYPE(None, c_void_p), the type of
+        blz_fn) pointing to C code. arg: None (NULL), an int address, a
+        ctypes object (a pointer passes its value, another object its
+        address), or an object with a C-contiguous buffer (a numpy array, a
+        bytearray, a memoryview) whose address is passed and which stays
+        alive and in place until the function has returned. The Future
+        fails with BlitzError (BLZ_ETASK) if the function calls blz_fail.
+        It cannot be cancelled on its own (cancel() returns False), but
+        shutdown(cancel_futures=True) cancels it while it has not started."""
+        with self._shutdown_lock:
+            self._check_open()
+            return self._runtime.submit_c(cfunc, arg)
+
+    def parallel_for(self, begin: int, end: int, kernel, arg=None, grain: int = 0) -> None:
+        """Calls kernel on disjoint sub-ranges that cover [begin, end)
+        exactly once, on all workers at once, and returns when all have.
+
+        kernel is a blitz.RANGE_FN (the type of blz_range_fn) pointing to C
+        code, called as kernel(arg, lo, hi) without the GIL, with arg as for
+        submit_c; or a Python callable, called as kernel(lo, hi) (holding
+        the GIL: no parallel speed-up). grain: indices per call at most (0:
+        automatic). Ctrl-C cancels the loop: pieces not started are skipped
+        and KeyboardInterrupt is raised once the running ones have returned.
+        Raises BlitzError (BLZ_ETASK) if a piece called blz_fail; if Python
+        pieces raise, every piece still runs and the exception of the lowest
+        is raised."""
+        self._check_open_unless_worker()
+        self._runtime.parallel_for(begin, end, kernel, arg, grain)
+
+    # -- the rest -------------------------------------------------------
+
+    def stats(self) -> dict:
+        """A snapshot of the pool's counters (blz_pool_stats) as a dict."""
+        return self._runtime.stats()
+
+    def _start_parallel_for(self, begin, end, kernel, arg, grain) -> Tuple[KernelRun, LoopCall]:
+        """For blitz.aio: parallel_for started as a cancellable KernelRun, from outside the pool."""
+        self._check_open()
+        loop = LoopCall(self._runtime, begin, end, kernel, arg, grain)
+        return self._runtime.start_kernel(loop), loop
+
+    def _check_open(self):
+        if self._runtime.broken is not None:
+            raise BrokenThreadPool(self._runtime.broken)
+        if self._shutdown:
+            raise RuntimeError("cannot schedule new futures after shutdown")
+        if interpreter_exiting():
+            raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+
+    def _check_open_unless_worker(self):
+        # A task that is still running during shutdown may finish its own loops.
+        if not self._runtime.is_own_worker():
+            self._check_open()
+
+    def __repr__(self):
+        return (f"<blitz.Executor max_workers={self._max_workers} "
+                f"{'shut down' if self._shutdown else self._runtime.state_name}>")
+
+
+def _chunks(items, size):
+    iterator = iter(items)
+    while True:
+        chunk = tuple(itertools.islice(iterator, size))
+        if not chunk:
+            return
+        yield chunk
+
+
+def _call_chunk(fn, chunk):
+    return [fn(*args) for args in chunk]
+
+
+def _flatten(lists):
+    for results in lists:
+        results.reverse()   # pop() from the end: each result is dropped once yielded
+        while results:
+            yield results.pop()

@@ -1,0 +1,935 @@
+"""The core under blitz.Executor and blitz.Pool: one libblitz pool driven
+from Python through ctypes, and the Future its tasks complete.
+
+How work reaches a worker. C calls back through module-level ctypes
+trampolines (_RUN_TASK, a blz_fn; _TASK_DONE, a blz_done_fn; the thread
+hooks; _RUN_HALF and _RUN_RANGE for fork-join halves and Python loop
+bodies), which live as long as the module, so no callback object is made
+per task and none can be freed while C may call it. The void * that C
+passes back is id(record) of an object registered in _callbacks; the
+registration is what keeps the record alive while C holds its key, and
+while it is registered no other object has that id.
+
+A task. Executor.submit / Pool.spawn make a Future, register it and call
+blz_spawn_ex with on_done = _TASK_DONE. On a worker, _RUN_TASK runs the
+callable (after the standard set_running_or_notify_cancel) and keeps its
+outcome; then the task's on_done, on the same worker, unregisters the
+Future and completes it (set_result, set_exception, or cancelled when the
+task's group was cancelled before it started). C tasks (submit_c) have the
+user's function pointer as blz_fn and the same on_done. Nothing polls.
+
+Handles. Each task is spawned with a blz_task handle, so that a worker of
+the same pool that waits for the Future can wait in C, running the pool's
+other jobs meanwhile (blz_task_wait_for), instead of blocking a worker the
+task may need. Exactly one party frees each handle, decided under the
+Future's _handle_lock: a waiter takes it out (blz_task_wait_for frees it
+unless it timed out, and then the waiter puts it back); otherwise on_done
+detaches it, or, if on_done ran before the spawner stored it, the spawner
+does. Dropped Futures leak nothing and need no reaper.
+
+The GIL. Calls that may wait go through _capi.lib (ctypes.CDLL), which
+releases the GIL, since what they wait for may need it. Short calls that
+never run Python go through _capi.held (ctypes.PyDLL), which keeps it.
+A worker keeps one Python thread state from its start hook to its stop
+hook (one extra PyGILState_Ensure): threading.local values, such as what
+an executor's initializer sets up, last for the worker's life, and a
+callback does not build and tear down a thread state each time.
+
+Lifetimes. The C pool is freed by blz_pool_destroy, after which no call on
+it may start. _Runtime.busy counts the units that may still touch it: a C
+call from a thread outside the pool while it runs, and each task from its
+spawn until its on_done has completed its Future. close() refuses new
+units from outside, waits (interruptibly) until busy is 0, and only then
+destroys the pool: a task may spawn more while it runs, since its own unit
+keeps busy above 0. A worker's own C calls need no unit: the task it runs
+holds one. A buffer passed as a C argument stays exported (pinned, so that
+a bytearray cannot move) until the C code that uses it has returned.
+Runtimes left open are closed by an atexit handler, before the
+interpreter finalizes, so no callback can run in a finalizing interpreter.
+
+Free-threaded CPython. Shared state is guarded by locks, never by the GIL:
+_Runtime's condition guards its state, busy count and groups; a Future's
+_handle_lock its handle; the registries are dicts used by single
+operations (each atomic in both builds). Python callables then really run
+on all workers at once.
+"""
+from __future__ import annotations
+
+import _thread
+import atexit
+import concurrent.futures
+import ctypes
+import logging
+import math
+import operator
+import os
+import threading
+from ctypes import byref, c_int, c_void_p
+from concurrent.futures.thread import BrokenThreadPool
+
+from . import _capi
+from ._capi import (BLZ_ECANCELED, BLZ_EDEADLK, BLZ_EFORK, BLZ_ESHUTDOWN, BLZ_ETIMEDOUT,
+                    BLZ_MAX_THREADS, BLZ_OK, DONE_FN, FN, RANGE_FN, THREAD_FN, PoolConfig,
+                    SpawnOptions, Stats)
+
+_lib = _capi.lib
+_held = _capi.held
+_SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
+_UINTPTR_MAX = (1 << (8 * ctypes.sizeof(c_void_p))) - 1
+_NO_DEADLINE = (1 << 64) - 1
+_LOGGER = logging.getLogger("concurrent.futures")  # where the standard executors log
+
+
+# ---------------------------------------------------------------- errors
+
+class BlitzError(Exception):
+    """A libblitz call failed. .status is the blz_status, .name its name ("BLZ_EINVAL")."""
+
+    def __init__(self, status, message=None):
+        self.status = int(status)
+        self.name = _capi.status_name(self.status)
+        self.message = message
+        text = _capi.status_string(self.status)
+        super().__init__(f"{message}: {text}" if message else text)
+
+    def __reduce__(self):
+        return (type(self), (self.status, self.message))
+
+
+class PoolClosedError(BlitzError):
+    """The pool is closed or closing; status is BLZ_ESHUTDOWN."""
+
+    def __init__(self, status=BLZ_ESHUTDOWN, message="the pool is closed"):
+        super().__init__(status, message)
+
+
+def check(status, what):
+    if status == BLZ_OK:
+        return
+    if status == BLZ_ESHUTDOWN:
+        raise PoolClosedError(status, what)
+    raise BlitzError(status, what)
+
+
+def _strip(exc):
+    """Drops the trampoline's own frame from exc's traceback (the frames of
+    the user's code stay) and with it a reference cycle through the record."""
+    tb = exc.__traceback__
+    if tb is not None:
+        exc.__traceback__ = tb.tb_next
+    return exc
+
+
+# ---------------------------------------------------------------- argument checks
+
+def check_callable(fn, what):
+    if not callable(fn):
+        raise TypeError(f"{what} must be callable, not {type(fn).__name__}")
+
+
+def index_argument(value, what):
+    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
+        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
+    return operator.index(value)
+
+
+def size_argument(value, what):
+    value = index_argument(value, what)
+    if not 0 <= value <= _SIZE_MAX:
+        raise ValueError(f"{what} must be in 0..{_SIZE_MAX}, not {value}")
+    return value
+
+
+def timeout_argument(timeout):
+    """None, or the timeout in seconds as a float >= 0 (a negative one is 0, as
+    the standard Future treats it)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
+    if math.isnan(timeout):
+        raise ValueError("timeout must not be NaN")
+    return max(0.0, float(timeout))
+
+
+def _wraps_python(fnptr, depth=0):
+    """Whether a ctypes function pointer calls a Python function (a ctypes thunk)."""
+    objects = getattr(fnptr, "_objects", None)
+    if not isinstance(objects, dict) or depth > 4:
+        return False
+    for value in objects.values():
+        if type(value).__name__ == "CThunkObject":
+            return True
+        if isinstance(value, ctypes._CFuncPtr) and value is not fnptr and _wraps_python(value, depth + 1):
+            return True
+    return False
+
+
+def check_c_function(fnptr, fn_type, what):
+    """Raises unless fnptr is a non-NULL fn_type pointer to a C function."""
+    if not isinstance(fnptr, fn_type):
+        raise TypeError(f"{what} must be a blitz.{_TYPE_NAMES[fn_type]} (ctypes.cast converts "
+                        f"a function pointer), not {type(fnptr).__name__}")
+    if _capi.null_pointer(fnptr):
+        raise ValueError(f"{what} is a NULL function pointer")
+    if _wraps_python(fnptr):
+        raise TypeError(f"{what} wraps a Python function, whose exceptions ctypes would "
+                        "swallow: pass the Python callable itself")
+
+
+_TYPE_NAMES = {RANGE_FN: "RANGE_FN", FN: "TASK_FN"}
+
+
+# ---------------------------------------------------------------- C arguments
+
+class _PyBuffer(ctypes.Structure):
+    """CPython's Py_buffer (stable since 3.3, in the limited API since 3.11)."""
+    _fields_ = [("buf", c_void_p), ("obj", c_void_p), ("len", ctypes.c_ssize_t),
+                ("itemsize", ctypes.c_ssize_t), ("readonly", c_int), ("ndim", c_int),
+                ("format", ctypes.c_char_p), ("shape", c_void_p), ("strides", c_void_p),
+                ("suboffsets", c_void_p), ("internal", c_void_p)]
+
+
+_python = ctypes.PyDLL(None)  # the interpreter's own C API; calls keep the GIL
+_python.PyObject_GetBuffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), c_int]
+_python.PyObject_GetBuffer.restype = c_int
+_python.PyBuffer_Release.argtypes = [ctypes.POINTER(_PyBuffer)]
+_python.PyBuffer_Release.restype = None
+_python.PyGILState_Ensure.argtypes = []
+_python.PyGILState_Ensure.restype = c_int
+_python.PyGILState_Release.argtypes = [c_int]
+_python.PyGILState_Release.restype = None
+_PyBUF_C_CONTIGUOUS = 0x38  # PyBUF_STRIDES | 0x20: one block of memory, in C order
+
+
+class _Pin:
+    """Keeps a C argument's memory valid and in place until release().
+
+    For a buffer object it holds a buffer export (PyObject_GetBuffer): the
+    object stays alive and cannot move or resize (a bytearray refuses to)
+    while C code uses the address. For a ctypes object it holds a reference."""
+    __slots__ = ("address", "_obj", "_view")
+
+    def __init__(self, address, obj=None, view=None):
+        self.address = address
+        self._obj = obj
+        self._view = view
+
+    def release(self):
+        view, self._view, self._obj = self._view, None, None
+        if view is not None:
+            _python.PyBuffer_Release(byref(view))
+
+    def __del__(self):  # a backstop; the binding releases every pin itself
+        if self._view is not None:
+            self.release()
+
+
+_NO_PIN = _Pin(None)
+
+
+def c_argument(arg):
+    """The _Pin of a C function's argument: None (NULL), an int address, a
+    ctypes object (a pointer passes its value, any other object its address),
+    or an object with a C-contiguous buffer (numpy array, bytearray,
+    memoryview, bytes) whose address is passed."""
+    if arg is None:
+        return _NO_PIN
+    if isinstance(arg, bool):
+        raise TypeError("arg must not be a bool")
+    if isinstance(arg, int):
+        if not 0 <= arg <= _UINTPTR_MAX:
+            raise ValueError(f"an int arg is an address in 0..{_UINTPTR_MAX}, not {arg}")
+        return _Pin(arg or None)
+    if isinstance(arg, ctypes._CFuncPtr):
+        raise TypeError("arg is a function pointer; pass data (an address, a buffer, a ctypes object)")
+    if isinstance(arg, (ctypes._Pointer, c_void_p, ctypes.c_char_p, ctypes.c_wchar_p)):
+        return _Pin(ctypes.cast(arg, c_void_p).value, obj=arg)
+    if isinstance(arg, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure, ctypes.Union)):
+        return _Pin(ctypes.addressof(arg), obj=arg)
+    view = _PyBuffer()
+    try:
+        _python.PyObject_GetBuffer(arg, byref(view), _PyBUF_C_CONTIGUOUS)
+    except BufferError as exc:
+        raise ValueError(f"arg's buffer cannot be passed to C: {exc}") from None
+    except TypeError:
+        raise TypeError("arg must be None, an int address, a ctypes object or an object with a "
+                        f"C-contiguous buffer (numpy array, bytearray, memoryview), not "
+                        f"{type(arg).__name__}") from None
+    return _Pin(view.buf, view=view)
+
+
+# ---------------------------------------------------------------- callbacks from C
+
+_callbacks = {}               # id(record) -> record, while C may call back with that key
+_tls = threading.local()      # .runtime, .index: set on a worker by its start hook
+
+
+def _thread_started(key, index):
+    _callbacks[key]._worker_started(index)
+
+
+def _thread_stopping(key, index):
+    _callbacks[key]._worker_stopping()
+
+
+def _run_task(key):
+    _callbacks[key]._run()
+
+
+def _task_done(key, status):
+    _callbacks.pop(key)._settle(status)
+
+
+def _run_half(key):
+    _callbacks[key].run()
+
+
+def _run_range(key, lo, hi):
+    _callbacks[key].run(lo, hi)
+
+
+_THREAD_STARTED = THREAD_FN(_thread_started)
+_THREAD_STOPPING = THREAD_FN(_thread_stopping)
+_RUN_TASK = FN(_run_task)
+_TASK_DONE = DONE_FN(_task_done)
+_RUN_HALF = FN(_run_half)
+_RUN_RANGE = RANGE_FN(_run_range)
+
+
+def _spawn_scratch():
+    """This thread's blz_spawn_options and out_task cell, taken out of the
+    thread-local store while in use: a signal handler that spawns in the
+    middle of a spawn gets a pair of its own."""
+    scratch = _tls.__dict__.pop("scratch", None)
+    if scratch is None:
+        options = SpawnOptions()
+        _held.blz_spawn_options_init(byref(options))
+        options.on_done = _TASK_DONE
+        cell = c_void_p()
+        scratch = (options, ctypes.addressof(options), cell, ctypes.addressof(cell))
+    return scratch
+
+
+# ---------------------------------------------------------------- Future
+
+class Future(concurrent.futures.Future):
+    """A standard concurrent.futures.Future whose task runs on a libblitz pool.
+
+    It is completed by the task's completion callback (on_done), on the
+    worker that ran the task. result() and exception() called on a worker
+    of the same pool wait in C and run the pool's other jobs meanwhile, so
+    that waiting for a subtask never takes a worker away from it; they raise
+    BlitzError (BLZ_EDEADLK) when a task waits for its own Future.
+    """
+
+    def __init__(self, runtime, work=None, pin=_NO_PIN):
+        super().__init__()
+        self._runtime = runtime
+        self._is_c_task = work is None
+        self._work = work        # (fn, args, kwargs) of a Python task until it starts
+        self._pin = pin          # a C task's argument, released when it is done
+        self._outcome = None     # (True, value) or (False, exception), set by _run
+        self._handle = None
+        self._handle_lock = _thread.allocate_lock()
+        self._settled = False    # on_done has taken the handle (under _handle_lock)
+
+    def cancel(self):
+        """Cancels the task if it has not started; returns whether it is
+        cancelled. A C task (submit_c) cannot be cancelled on its own, since
+        nothing runs between its start and its C function: False."""
+        if self._is_c_task:
+            return self.cancelled()
+        return super().cancel()
+
+    def result(self, timeout=None):
+        self._wait_in_c(timeout)
+        return super().result(timeout)
+
+    def exception(self, timeout=None):
+        self._wait_in_c(timeout)
+        return super().exception(timeout)
+
+    # -- the handle -------------------------------------------------------
+
+    def _keep_handle(self, handle):
+        """Stores the handle for a waiter, or detaches it if on_done already ran."""
+        with self._handle_lock:
+            if not self._settled:
+                self._handle = handle
+                return
+        _held.blz_task_detach(handle)
+
+    def _wait_in_c(self, timeout):
+        """On a worker of the task's pool: waits in blz_task_wait_for, which
+        runs other jobs meanwhile; elsewhere the standard wait does."""
+        if not self._runtime.is_own_worker() or self.done():
+            return
+        timeout = timeout_argument(timeout)
+        with self._handle_lock:
+            handle, self._handle = self._handle, None
+        if handle is None:   # another waiter has it, or on_done is settling: wait the standard way
+            return
+        ns = _NO_DEADLINE if timeout is None else min(int(timeout * 1e9), _NO_DEADLINE - 1)
+        status = _lib.blz_task_wait_for(handle, ns)
+        if status == BLZ_ETIMEDOUT or status == BLZ_EDEADLK:   # the handle is still valid
+            self._keep_handle(handle)
+            if status == BLZ_EDEADLK:
+                raise BlitzError(status, "a task waits for its own result, or for work it is part of")
+            raise concurrent.futures.TimeoutError()
+        # The task has finished: its on_done completed this Future before the wait returned.
+
+    # -- on the worker -----------------------------------------------------
+
+    def _run(self):
+        """A Python task's body (through _RUN_TASK)."""
+        work, self._work = self._work, None
+        if not self.set_running_or_notify_cancel():   # cancelled while queued
+            return
+        broken = self._runtime.broken
+        if broken is not None:
+            self._outcome = (False, BrokenThreadPool(broken))
+            return
+        fn, args, kwargs = work
+        try:
+            self._outcome = (True, fn(*args, **kwargs))
+        except BaseException as exc:  # everything: nothing may propagate into C
+            self._outcome = (False, _strip(exc))
+
+    def _settle(self, status):
+        """The task's on_done: completes the Future, frees the handle unless a
+        waiter holds it, and gives back the task's unit of busy."""
+        try:
+            with self._handle_lock:
+                handle, self._handle = self._handle, None
+                self._settled = True
+            if handle is not None:
+                _held.blz_task_detach(handle)
+            pin, self._pin = self._pin, None
+            if pin is not None:
+                pin.release()
+            self._complete(status)
+        finally:
+            self._runtime.leave()
+
+    def _complete(self, status):
+        outcome, self._outcome = self._outcome, None
+        if self.cancelled():               # cancelled while queued: _run saw it and notified
+            return
+        if status == BLZ_OK:
+            if outcome is None:            # a C task
+                self.set_result(None)
+            elif outcome[0]:
+                self.set_result(outcome[1])
+            else:
+                self.set_exception(outcome[1])
+        elif status == BLZ_ECANCELED:      # skipped: its group was cancelled before it started
+            broken = self._runtime.broken
+            if broken is not None:
+                self.set_exception(BrokenThreadPool(broken))
+            else:
+                super().cancel()
+                self.set_running_or_notify_cancel()   # tells wait() and as_completed()
+        else:                              # a C task that failed (blz_fail, a C++ exception)
+            self.set_exception(BlitzError(status, "the C task failed"))
+
+
+# ---------------------------------------------------------------- jobs a worker runs inline
+
+class _Half:
+    """One callable of a blz_fork_join (Pool.join on a worker)."""
+    __slots__ = ("fn", "outcome")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.outcome = None
+
+    def run(self):
+        try:
+            self.outcome = (True, self.fn())
+        except BaseException as exc:
+            self.outcome = (False, _strip(exc))
+
+
+class _RangeBody:
+    """A Python loop body for blz_parallel_for."""
+    __slots__ = ("body", "exc", "exc_lo", "lock")
+
+    def __init__(self, body):
+        self.body = body
+        self.exc = None
+        self.exc_lo = 0
+        self.lock = threading.Lock()
+
+    def run(self, lo, hi):
+        try:
+            self.body(lo, hi)
+        except BaseException as exc:
+            with self.lock:  # keep the exception of the lowest piece: deterministic
+                if self.exc is None or lo < self.exc_lo:
+                    self.exc, self.exc_lo = _strip(exc), lo
+
+
+def raise_stored(exc):
+    try:
+        raise exc
+    finally:
+        exc = None  # no cycle through this frame
+
+
+# ---------------------------------------------------------------- the runtime
+
+_OPEN, _DRAINING, _DESTROYING, _CLOSED = range(4)
+STATE_NAMES = ("open", "closing", "closing", "closed")
+
+_registry_lock = threading.Lock()
+_open_runtimes = set()   # strong references: a runtime lives until it is closed
+_exiting = False
+
+
+def interpreter_exiting():
+    return _exiting
+
+
+class Runtime:
+    """One libblitz pool and what Python keeps about it (see the module's docstring)."""
+
+    def __init__(self, num_threads, name, initializer=None, initargs=()):
+        self._state = _CLOSED     # until created: close() and repr work on a failed init
+        self._ptr = None
+        self._lock = threading.Condition(threading.Lock())
+        self._busy = 0
+        self._groups = []         # every group made, freed after the pool
+        self._spare_groups = []   # groups of finished kernel runs, for the next one
+        self._task_group = None
+        self.broken = None        # why the pool is unusable (an initializer raised), else None
+        self.name = name
+        self._initializer = initializer
+        self._initargs = tuple(initargs)
+        if num_threads is None:
+            count = 0
+        else:
+            count = index_argument(num_threads, "num_threads")
+            if not 1 <= count <= BLZ_MAX_THREADS:
+                raise ValueError(f"num_threads must be in 1..{BLZ_MAX_THREADS} or None, not {count}")
+        if name is None:
+            encoded = None
+        elif isinstance(name, str):
+            encoded = name.encode("utf-8")
+            if b"\0" in encoded:
+                raise ValueError("the thread name must not contain NUL characters")
+        else:
+            raise TypeError(f"the thread name must be a str or None, not {type(name).__name__}")
+
+        config = PoolConfig()
+        _lib.blz_pool_config_init(byref(config))
+        config.num_threads = count
+        config.thread_name = encoded  # read only during blz_pool_create
+        config.on_thread_start = _THREAD_STARTED
+        config.on_thread_stop = _THREAD_STOPPING
+        config.user = id(self)
+        handle = c_void_p()
+        with _registry_lock:
+            if _exiting:
+                raise RuntimeError("blitz: cannot create a pool once the interpreter is exiting")
+            _callbacks[id(self)] = self   # the hooks find it from the first worker's start
+            status = _lib.blz_pool_create(byref(config), byref(handle))
+            if status != BLZ_OK:
+                del _callbacks[id(self)]
+                check(status, "blz_pool_create")
+            self._ptr = handle.value
+            self.num_threads = _held.blz_pool_num_threads(self._ptr)
+            self._state = _OPEN
+            _open_runtimes.add(self)
+        try:
+            group = self._new_group()
+        except BaseException:
+            self.close()
+            raise
+        with self._lock:
+            self._task_group = group
+            if self.broken is not None:   # an initializer failed before the group existed
+                _held.blz_group_cancel(group)
+
+    # -- workers --------------------------------------------------------
+
+    def _worker_started(self, index):
+        # One more PyGILState_Ensure than ctypes' own: this thread keeps its
+        # Python thread state (and threading.local values) between callbacks.
+        _tls.gilstate = _python.PyGILState_Ensure()
+        _tls.runtime = self
+        _tls.index = index
+        if self.name is not None:
+            threading.current_thread().name = f"{self.name}-{index}"
+        if self._initializer is None:
+            return
+        try:
+            self._initializer(*self._initargs)
+        except BaseException:
+            _LOGGER.critical("Exception in initializer:", exc_info=True)
+            self._mark_broken("A thread initializer failed, the thread pool is not usable anymore")
+
+    def _worker_stopping(self):
+        _tls.runtime = None
+        gilstate = _tls.__dict__.pop("gilstate", None)
+        if gilstate is not None:   # the last callback on this thread frees its thread state
+            _python.PyGILState_Release(gilstate)
+
+    def _mark_broken(self, why):
+        with self._lock:
+            if self.broken is None:
+                self.broken = why
+            group = self._task_group
+        if group is not None:   # queued tasks are skipped, and fail with BrokenThreadPool
+            _held.blz_group_cancel(group)
+
+    def is_own_worker(self):
+        """Whether the calling thread is one of this pool's workers."""
+        return getattr(_tls, "runtime", None) is self
+
+    # -- admission ------------------------------------------------------
+
+    def enter(self):
+        """Counts a unit of busy (see the module's docstring); returns the pool pointer."""
+        with self._lock:
+            state = self._state
+            if state == _OPEN or (state == _DRAINING and self.is_own_worker()):
+                self._busy += 1
+                return self._ptr
+        raise PoolClosedError()
+
+    def leave(self):
+        with self._lock:
+            self._busy -= 1
+            if self._busy == 0 and self._state == _DRAINING:
+                self._lock.notify_all()
+
+    @property
+    def closed(self):
+        return self._state != _OPEN
+
+    @property
+    def state_name(self):
+        return STATE_NAMES[self._state]
+
+    def ensure_usable(self):
+        """Raises PoolClosedError where a call on the pool would."""
+        self.enter()
+        self.leave()
+
+    # -- tasks ------------------------------------------------------------
+
+    def spawn(self, future, fn, arg=None, group=None):
+        """Spawns fn (a blz_fn) as a task of group (default: the pool's task
+        group) whose on_done completes future; arg None passes the future's
+        key (Python tasks). Raises, with nothing spawned, on failure."""
+        ptr = self.enter()   # this unit is the task's: on_done gives it back
+        key = id(future)
+        _callbacks[key] = future
+        scratch = _spawn_scratch()
+        options, options_address, cell, cell_address = scratch
+        options.group = group or self._task_group
+        options.done_arg = key
+        status = _held.blz_spawn_ex(ptr, fn, key if arg is None else arg, options_address, cell_address)
+        handle = cell.value
+        _tls.scratch = scratch
+        if status != BLZ_OK:
+            del _callbacks[key]
+            self.leave()
+            check(status, "blz_spawn_ex")
+        future._keep_handle(handle)
+        return future
+
+    def submit(self, fn, args, kwargs):
+        """fn(*args, **kwargs) as a task; returns its Future."""
+        return self.spawn(Future(self, (fn, args, kwargs)), _RUN_TASK)
+
+    def submit_c(self, cfunc, arg):
+        """cfunc(arg) as a task, called by the worker directly; returns its Future."""
+        check_c_function(cfunc, FN, "cfunc")
+        pin = c_argument(arg)
+        try:
+            return self.spawn(Future(self, None, pin), cfunc, pin.address or 0)
+        except BaseException:
+            pin.release()
+            raise
+
+    def cancel_queued(self):
+        """Cancels the task group: the tasks that have not started are skipped."""
+        with self._lock:
+            group = self._task_group
+        if group is not None:
+            _held.blz_group_cancel(group)
+
+    # -- inline fork-join -----------------------------------------------
+
+    def fork_join(self, f, g):
+        """blz_fork_join of two Python callables, from one of the pool's own
+        workers; returns ((ok, value), (ok, value))."""
+        halves = (_Half(f), _Half(g))
+        keys = [id(half) for half in halves]
+        for key, half in zip(keys, halves):
+            _callbacks[key] = half
+        try:
+            status = _lib.blz_fork_join(self._ptr, _RUN_HALF, keys[0], _RUN_HALF, keys[1])
+        finally:
+            for key in keys:
+                del _callbacks[key]
+        check(status, "blz_fork_join")   # BLZ_ETASK cannot come: the halves catch everything
+        return halves[0].outcome, halves[1].outcome
+
+    # -- loops --------------------------------------------------------------
+
+    def parallel_for(self, begin, end, body, arg, grain):
+        """blz_parallel_for over [begin, end) with a C body (a blitz.RANGE_FN,
+        called as body(arg, lo, hi)) or a Python one (body(lo, hi)).
+
+        From outside the pool the loop runs inside a task, and the caller
+        waits for it as for a Future, so Ctrl-C interrupts the wait: the loop
+        is cancelled (pieces not started are skipped), and the call raises
+        KeyboardInterrupt once the pieces already running have returned."""
+        loop = LoopCall(self, begin, end, body, arg, grain)
+        if self.is_own_worker():   # the task this worker runs keeps the pool alive
+            status = loop()
+        else:
+            status = self.start_kernel(loop).wait()
+        loop.raise_for(status)
+
+    def start_kernel(self, loop):
+        """Runs loop (a LoopCall) as a KernelRun, from outside the pool; if
+        that fails, releases what the loop holds."""
+        try:
+            self.enter()   # the pool stays alive while the group is taken and the task spawned
+        except BaseException:
+            loop.release()
+            raise
+        try:
+            return KernelRun(self, loop)
+        except BaseException:
+            loop.release()
+            raise
+        finally:
+            self.leave()
+
+    # -- groups ---------------------------------------------------------
+
+    def _new_group(self):
+        handle = c_void_p()
+        check(_held.blz_group_create_ex(self._ptr, 0, byref(handle)), "blz_group_create_ex")
+        with self._lock:
+            self._groups.append(handle.value)
+        return handle.value
+
+    def take_group(self):
+        """A group of no unfinished task and not cancelled, for one kernel run."""
+        with self._lock:
+            group = self._spare_groups.pop() if self._spare_groups else None
+        if group is not None:
+            # Resets a cancellation; BLZ_ETIMEDOUT: its last task is still ending.
+            if _lib.blz_group_wait_for(group, 0) != BLZ_ETIMEDOUT:
+                return group
+            self.give_back_group(group)
+        return self._new_group()
+
+    def give_back_group(self, group):
+        with self._lock:
+            self._spare_groups.insert(0, group)
+
+    # -- the rest -------------------------------------------------------
+
+    def stats(self):
+        """blz_pool_stats as a dict."""
+        stats = Stats()
+        stats.struct_size = ctypes.sizeof(Stats)
+        ptr = self.enter()
+        try:
+            status = _held.blz_pool_stats(ptr, byref(stats))
+        finally:
+            self.leave()
+        check(status, "blz_pool_stats")
+        return {name: getattr(stats, name) for name, _ in Stats._fields_}
+
+    def close(self):
+        """Waits for every accepted task, stops the workers and frees the pool.
+
+        Idempotent; concurrent calls all return once it is closed. The wait
+        is interruptible (Ctrl-C): then the pool stays closing, and a later
+        close() (or the exit handler) finishes it. From one of the pool's own
+        workers it raises BlitzError (BLZ_EDEADLK) and waits for nothing."""
+        if self.is_own_worker():   # nothing changes
+            raise BlitzError(BLZ_EDEADLK, "closing a pool from one of its own workers")
+        with self._lock:
+            if self._state == _OPEN:
+                self._state = _DRAINING
+            while self._state != _CLOSED and (self._busy or self._state == _DESTROYING):
+                self._lock.wait()
+            if self._state == _CLOSED:
+                return
+            self._state = _DESTROYING
+        self._destroy()
+
+    def close_soon(self):
+        """Refuses new work from outside at once, and frees the pool once
+        the accepted work is done, without waiting for it here."""
+        with self._lock:
+            if self._state == _OPEN:
+                self._state = _DRAINING
+            idle = self._busy == 0
+        if idle:   # nothing to wait for: free it now
+            self.close()
+            return
+        try:
+            threading.Thread(target=self.close, name=f"{self.name or 'blz'}-close").start()
+        except RuntimeError:   # no new threads at interpreter shutdown: wait here
+            self.close()
+
+    def _destroy(self):
+        status = _lib.blz_pool_destroy(self._ptr)   # waits for stop hooks; no task is left
+        try:
+            if status not in (BLZ_OK, BLZ_EFORK):
+                raise BlitzError(status, "blz_pool_destroy")
+            with self._lock:
+                groups, self._groups, self._spare_groups = self._groups, [], []
+            for group in groups:   # every task has finished: no wait blocks
+                _lib.blz_group_destroy(group)
+        finally:
+            failed = status not in (BLZ_OK, BLZ_EFORK)
+            with self._lock:
+                self._state = _DRAINING if failed else _CLOSED
+                self._lock.notify_all()
+            if not failed:
+                _callbacks.pop(id(self), None)
+                with _registry_lock:
+                    _open_runtimes.discard(self)
+        if status == BLZ_EFORK:
+            raise BlitzError(status, "closing in a child process: the workers were the parent's")
+
+    def after_fork_in_child(self):
+        # The parent's locks may have been held by threads that do not exist here.
+        self._lock = threading.Condition(threading.Lock())
+        self._busy = 0
+        if self._state != _CLOSED:
+            self._state = _OPEN   # close() then frees it (blz_pool_destroy answers BLZ_EFORK)
+        for record in list(_callbacks.values()):
+            if isinstance(record, Future) and record._runtime is self:
+                _callbacks.pop(id(record), None)
+                record._fail_in_forked_child()
+
+
+class LoopCall:
+    """One blz_parallel_for call, checked and ready: calling it runs the
+    loop and returns its status; the argument's pin and a Python body's
+    registration are released when the loop returns (or by release() if it
+    never runs)."""
+
+    def __init__(self, runtime, begin, end, body, arg, grain):
+        self.runtime = runtime
+        self.begin = size_argument(begin, "begin")
+        self.end = size_argument(end, "end")
+        self.grain = size_argument(grain, "grain")
+        if self.begin > self.end:
+            raise ValueError(f"begin ({self.begin}) must not be greater than end ({self.end})")
+        self.python_body = None
+        if isinstance(body, ctypes._CFuncPtr):
+            check_c_function(body, RANGE_FN, "body")
+            self.pin = c_argument(arg)
+            self.c_body, self.c_arg = body, self.pin.address
+        else:
+            check_callable(body, "body")
+            if arg is not None:
+                raise TypeError("arg is for C bodies; a Python body gets (lo, hi) only")
+            self.python_body, self.pin = _RangeBody(body), _NO_PIN
+            self.c_body, self.c_arg = _RUN_RANGE, id(self.python_body)
+            _callbacks[self.c_arg] = self.python_body
+
+    def __call__(self):
+        try:
+            return _lib.blz_parallel_for(self.runtime._ptr, self.begin, self.end, self.grain,
+                                         self.c_body, self.c_arg)
+        finally:
+            self.release()
+
+    def release(self):
+        self.pin.release()
+        if self.python_body is not None:
+            _callbacks.pop(self.c_arg, None)
+
+    def raise_for(self, status):
+        """Raises what the loop's status and a Python body's exception say."""
+        body = self.python_body
+        if body is not None and body.exc is not None:
+            raise_stored(body.exc)
+        check(status, "blz_parallel_for")
+
+
+class KernelRun:
+    """A C kernel (or any blocking loop) run as a task of a group of its own,
+    so that it can be cancelled: for parallel_for from outside the pool and
+    for blitz.aio. Made by Runtime.start_kernel."""
+
+    def __init__(self, runtime, loop):
+        self.runtime = runtime
+        self.group = runtime.take_group()
+        try:
+            self.future = runtime.spawn(Future(runtime, (loop, (), {})), _RUN_TASK, group=self.group)
+        except BaseException:
+            runtime.give_back_group(self.group)
+            raise
+
+    def cancel(self):
+        """Pieces that have not started are skipped; running ones finish."""
+        _held.blz_group_cancel(self.group)
+
+    def finished(self):
+        """The loop's status, once its task is done; gives the group back."""
+        self.runtime.give_back_group(self.group)
+        return self.future.result()
+
+    def wait(self):
+        """Waits for the loop's status; on an interruption, cancels the loop,
+        waits until it has stopped, and re-raises."""
+        try:
+            self.future.exception()
+        except BaseException:
+            self.cancel()
+            self.future.exception()
+            raise
+        return self.finished()
+
+
+def _fail_in_forked_child(self):
+    self._condition = threading.Condition()
+    self._handle_lock = _thread.allocate_lock()
+    self._handle = None
+    if not self.done():
+        self.set_exception(BlitzError(BLZ_EFORK, "the task was queued in the parent process"))
+
+
+Future._fail_in_forked_child = _fail_in_forked_child
+
+
+def _close_all_at_exit():
+    """Closes the pools left open, while the interpreter can still run callbacks."""
+    global _exiting
+    with _registry_lock:
+        _exiting = True
+        runtimes = list(_open_runtimes)
+    for runtime in runtimes:
+        try:
+            runtime.close()
+        except BlitzError as exc:
+            if exc.status != BLZ_EFORK:  # a forked child: nothing to wait for
+                import sys
+                print(f"blitz: closing a pool at exit: {exc}", file=sys.stderr)
+
+
+def _after_fork_in_child():
+    global _registry_lock
+    _registry_lock = threading.Lock()
+    for runtime in list(_open_runtimes):
+        runtime.after_fork_in_child()
+
+
+atexit.register(_close_all_at_exit)
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
