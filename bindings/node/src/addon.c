@@ -672,28 +672,26 @@ static env_data *get_env_data(napi_env env) {
 
 /* ---- argument access ---- */
 
-static pool_ctx *unwrap_pool(napi_env env, napi_value handle) {
+/* The native object behind a JS handle made with `tag`, or NULL with a
+ * TypeError naming what was expected. */
+static void *unwrap_tagged(napi_env env, napi_value handle, const napi_type_tag *tag, const char *what) {
     bool ok = false;
     napi_valuetype t;
     if (napi_typeof(env, handle, &t) == napi_ok && t == napi_object &&
-        napi_check_object_type_tag(env, handle, &POOL_TAG, &ok) == napi_ok && ok) {
-        void *p = NULL;
-        if (napi_unwrap(env, handle, &p) == napi_ok) return p;
+        napi_check_object_type_tag(env, handle, tag, &ok) == napi_ok && ok) {
+        void *native = NULL;
+        if (napi_unwrap(env, handle, &native) == napi_ok) return native;
     }
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "not a libblitz pool handle");
+    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", what);
     return NULL;
 }
 
+static pool_ctx *unwrap_pool(napi_env env, napi_value handle) {
+    return unwrap_tagged(env, handle, &POOL_TAG, "not a libblitz pool handle");
+}
+
 static native_fn *unwrap_fn(napi_env env, napi_value handle) {
-    bool ok = false;
-    napi_valuetype t;
-    if (napi_typeof(env, handle, &t) == napi_ok && t == napi_object &&
-        napi_check_object_type_tag(env, handle, &FN_TAG, &ok) == napi_ok && ok) {
-        void *f = NULL;
-        if (napi_unwrap(env, handle, &f) == napi_ok) return f;
-    }
-    napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "not a libblitz NativeFunction");
-    return NULL;
+    return unwrap_tagged(env, handle, &FN_TAG, "not a libblitz NativeFunction");
 }
 
 /* A non-negative integer that fits a size_t and a double exactly. */
