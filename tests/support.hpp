@@ -75,10 +75,11 @@ inline blz_stats stats_of(blz_pool *pool) {
     return stats;
 }
 
-// Waits until every worker of pool is blocked; false after `timeout`.
-inline bool wait_until_asleep(blz_pool *pool, std::chrono::milliseconds timeout) {
+// Waits until all but `awake` workers of pool are blocked (a worker waiting
+// for the others passes 1); false after `timeout`.
+inline bool wait_until_asleep(blz_pool *pool, std::chrono::milliseconds timeout, uint32_t awake = 0) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (stats_of(pool).sleeping_now != blz_pool_num_threads(pool)) {
+    while (stats_of(pool).sleeping_now + awake != blz_pool_num_threads(pool)) {
         if (std::chrono::steady_clock::now() > deadline) return false;
         std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
