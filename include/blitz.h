@@ -482,7 +482,7 @@ BLZ_API blz_status blz_group_wait(blz_group *group);
  */
 BLZ_API blz_status blz_group_destroy(blz_group *group);
 
-/* ---- 0.2: completion callbacks, bounded waits, cancellation, failure, broadcast ---- */
+/* ---- 0.2: completion callbacks, bounded waits, cancellation, failure, broadcast, release ---- */
 
 /**
  * Fills opts with the defaults: struct_size set, flags 0, no group, no
@@ -683,6 +683,42 @@ BLZ_API void blz_fail(void);
  *         BLZ_EFORK in a forked child.
  */
 BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg);
+
+/**
+ * Gives the pool up without waiting: blz_pool_destroy runs on a thread of
+ * its own, and this call returns at once. That destroy does everything
+ * blz_pool_destroy does (waits for every accepted task, runs
+ * on_thread_stop on each worker, joins the workers, frees the pool), then
+ * calls on_destroyed(done_arg, status) on that thread with the status it
+ * returned (BLZ_OK). (0.2)
+ *
+ * For the caller this is blz_pool_destroy returning at once: the handle
+ * must not be used again, and the rules of blz_pool_destroy for calls from
+ * other threads apply, with "before on_destroyed is called" for "before
+ * destroy returns". The pool's own workers, inside accepted work, still
+ * run, spawn and wait on the pool until that work is done.
+ *
+ * Any thread, including the pool's own workers (where blz_pool_destroy
+ * returns BLZ_EDEADLK): a task may give up its own pool; the destroy waits
+ * for that task to finish.
+ *
+ * on_destroyed runs once the workers are joined and the pool is freed: it
+ * must not touch the pool. It may block (it runs on a thread no pool owns)
+ * and must not unwind.
+ *
+ * @param pool         the pool.
+ * @param on_destroyed NULL, or called exactly once when this returns
+ *                     BLZ_OK or BLZ_EFORK.
+ * @param done_arg     passed to on_destroyed.
+ * @return BLZ_OK (the destroy has started);
+ *         BLZ_EINVAL if pool is NULL;
+ *         BLZ_ENOMEM or BLZ_ETHREAD if the destroying thread could not be
+ *         started (nothing changed: the caller still owns the pool);
+ *         BLZ_EFORK in a child forked after the pool was created: the
+ *         memory is freed at once, as blz_pool_destroy frees it there, and
+ *         on_destroyed(done_arg, BLZ_EFORK) is called before this returns.
+ */
+BLZ_API blz_status blz_pool_release(blz_pool *pool, blz_done_fn on_destroyed, void *done_arg);
 
 #ifdef __cplusplus
 }

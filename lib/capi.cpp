@@ -3,6 +3,9 @@
 // no C++ exception crosses it (user code runs inside run_guarded).
 #include <cstddef>
 #include <cstring>
+#include <exception>
+#include <new>
+#include <pthread.h>
 
 #include "blitz.h"
 #include "broadcast.hpp"
@@ -98,6 +101,44 @@ size_t automatic_grain(size_t count, uint32_t num_threads) {
         return blz::fork_join_on_worker(*Worker::current(), a, arg_a, b, arg_b) == BLZ_OK;
     };
     return registry->call_from_outside(on_worker);
+}
+
+// blz_pool_release: what the destroying thread needs, on the heap because
+// the releasing call returns before that thread has even started.
+//
+// Lifetimes: from the moment pthread_create succeeded, the thread owns
+// `registry` as the destroyer (the caller gave the handle up, exactly as
+// if blz_pool_destroy had returned), so nothing else destroys it and
+// Registry::destroy's own rules keep it alive for the workers, groups and
+// latch setters until they are done. The thread is no worker of any pool
+// (t_current_worker is null on a new thread), so destroy cannot refuse
+// with BLZ_EDEADLK, and a releasing task is accepted work that destroy
+// waits for like any other: the task finishes, its worker returns to its
+// loop, and only then is that worker told to stop and joined. The Release
+// block is the thread's alone and freed by it after on_destroyed, which
+// gets done_arg and the status only: the pool may be freed by then.
+struct Release {
+    Registry *registry;
+    blz_done_fn on_destroyed;
+    void *done_arg;
+};
+
+void *release_main(void *arg) {
+    Release release = *static_cast<Release *>(arg);
+    delete static_cast<Release *>(arg);
+    pthread_setname_np(pthread_self(), "blz-release");
+    const blz_status status = release.registry->destroy();
+    if (release.on_destroyed != nullptr) {
+        try {
+            release.on_destroyed(release.done_arg, status);
+        } catch (...) {
+            // Nobody to report a C++ exception to (blitz.h: must not
+            // unwind); any other unwind (pthread_exit) may end this
+            // thread, which owns nothing any more.
+            if (!std::current_exception()) throw;
+        }
+    }
+    return nullptr;
 }
 
 }  // namespace
@@ -320,6 +361,35 @@ BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg) {
     blz_status status = check_pool(registry);
     if (status != BLZ_OK) return status;
     return blz::broadcast(*registry, fn, arg);
+}
+
+BLZ_API blz_status blz_pool_release(blz_pool *pool, blz_done_fn on_destroyed, void *done_arg) {
+    if (pool == nullptr) return BLZ_EINVAL;
+    Registry *registry = registry_of(pool);
+    if (registry->forked()) {
+        // No thread to wait for in the child: destroy frees the memory at
+        // once without blocking, so it runs here.
+        const blz_status status = registry->destroy();
+        if (on_destroyed != nullptr) on_destroyed(done_arg, status);
+        return status;
+    }
+    Release *release = new (std::nothrow) Release{registry, on_destroyed, done_arg};
+    if (release == nullptr) return BLZ_ENOMEM;
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) {
+        delete release;
+        return BLZ_ENOMEM;
+    }
+    // Detached: nobody joins it; it ends by itself after on_destroyed.
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t thread;
+    const int error = pthread_create(&thread, &attr, &release_main, release);
+    pthread_attr_destroy(&attr);
+    if (error != 0) {
+        delete release;  // the thread never started: the caller still owns the pool
+        return BLZ_ETHREAD;
+    }
+    return BLZ_OK;
 }
 
 }  // extern "C"

@@ -177,7 +177,8 @@ run_spin() {
 run_chaos() {
     local chaos_dir="$BUILD_DIR-chaos"
     if [ ! -f "$chaos_dir/build.ninja" ]; then
-        meson setup "$chaos_dir" "$SRC_DIR" -Dchaos=true >/dev/null
+        # werror as in ./dev's own builds (meson.build leaves it off).
+        meson setup "$chaos_dir" "$SRC_DIR" -Dchaos=true -Dwerror=true >/dev/null
     fi
     ninja -C "$chaos_dir" >/dev/null
     local start elapsed status=0

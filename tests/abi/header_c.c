@@ -125,6 +125,8 @@ int blitz_header_c_uses_everything(void) {
     status = blz_group_destroy(group);
     status = blz_broadcast(pool, hook, &last);
     status = blz_pool_destroy(pool);
+    status = blz_pool_create(NULL, &pool);
+    status = blz_pool_release(pool, done, &last_done);
 
     return (int)(status + (text != NULL) + (int32_t)(version + threads + last) + index +
                  (int32_t)(sum + stats.jobs_executed) + last_done + cancelled);

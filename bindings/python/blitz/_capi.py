@@ -110,6 +110,7 @@ _PROTOTYPES = {
     "blz_cancelled": (c_int32, []),
     "blz_fail": (None, []),
     "blz_broadcast": (blz_status, [c_void_p, THREAD_FN, c_void_p]),
+    "blz_pool_release": (blz_status, [c_void_p, DONE_FN, c_void_p]),
 }
 
 

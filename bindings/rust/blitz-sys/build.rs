@@ -3,9 +3,13 @@
 // The library is looked for, in order:
 //   1. BLITZ_LIB_DIR (a directory holding libblitz.so);
 //   2. `pkg-config --libs blitz` (the pkg-config command; PKG_CONFIG names another one);
-//   3. the checkout's Meson build directory, ../../../build from this crate.
+//   3. the C compiler's own library path (`cc -print-file-name=libblitz.so`):
+//      an installed libblitz where pkg-config is missing, such as Debian's
+//      libblitz-dev in /usr/lib/<multiarch>;
+//   4. the checkout's Meson build directory, ../../../build from this crate.
 // The header comes from BLITZ_INCLUDE_DIR, else from where the library was
-// found: pkg-config's includedir, or the checkout's include/ directory.
+// found: pkg-config's includedir, the file `#include <blitz.h>` reaches, or
+// the checkout's include/ directory.
 // Which one was used is printed as a cargo warning; when none of them has
 // the library, the build stops with a message that says what to do.
 //
@@ -20,8 +24,9 @@
 use std::env;
 use std::fmt::Write as _;
 use std::fs;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
 #[path = "abi/header.rs"]
 mod header;
@@ -60,6 +65,37 @@ fn pkg_config(args: &[&str]) -> Option<String> {
     Some(String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+/// The directory of the libblitz.so that `cc -lblitz` links with no -L, and
+/// that of the blitz.h that `#include <blitz.h>` reaches with no -I.
+fn system_library() -> Option<(PathBuf, Option<PathBuf>)> {
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let out = Command::new(&cc).arg("-print-file-name=libblitz.so").output().ok()?;
+    let lib = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    // gcc and clang answer a bare name when they do not find the file.
+    if !out.status.success() || !lib.is_absolute() || !lib.exists() {
+        return None;
+    }
+    let lib_dir = normalize(lib.parent()?.to_path_buf());
+
+    let mut preprocess = Command::new(&cc)
+        .args(["-E", "-x", "c", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    preprocess.stdin.take()?.write_all(b"#include <blitz.h>\n").ok()?;
+    let out = preprocess.wait_with_output().ok()?;
+    // Line markers name each file read: # 1 "/usr/include/blitz.h"
+    let header_dir = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|line| line.starts_with("# "))
+        .filter_map(|line| line.split('"').nth(1))
+        .find(|path| path.ends_with("/blitz.h"))
+        .and_then(|path| Path::new(path).parent().map(|dir| normalize(dir.to_path_buf())));
+    Some((lib_dir, header_dir))
+}
+
 fn find_library() -> Found {
     let include_override = env_path("BLITZ_INCLUDE_DIR");
     let checkout_include = normalize(checkout_root().join("include"));
@@ -93,12 +129,21 @@ fn find_library() -> Found {
         };
     }
 
+    if let Some((dir, header_dir)) = system_library() {
+        return Found {
+            how: format!("the C compiler's library path ({})", dir.display()),
+            lib_dirs: vec![dir.clone()],
+            runtime_dir: Some(dir),
+            include_dir: include_override.or(header_dir),
+        };
+    }
+
     let build = normalize(checkout_root().join("build"));
     if !build.join("libblitz.so").exists() {
         // Fail here with the remedy rather than later with a linker error.
         panic!(
             "blitz-sys: libblitz not found: set BLITZ_LIB_DIR to the directory of libblitz.so, \
-             install blitz.pc where pkg-config finds it, or build this checkout (`./dev build` makes {})",
+             install libblitz (Debian: libblitz-dev; or blitz.pc where pkg-config finds it), or build this checkout (`./dev build` makes {})",
             build.join("libblitz.so").display()
         );
     }
@@ -109,6 +154,40 @@ fn find_library() -> Found {
         runtime_dir: Some(build),
         include_dir: include_override.or(checkout_include),
     }
+}
+
+/// Makes `to` hold a symbolic link to each `libblitz.so*` of `from` (a copy
+/// where links cannot be made), replacing what was there: the links follow
+/// a library rebuilt in place. Returns `to`.
+fn link_into(from: &Path, to: &Path) -> std::io::Result<PathBuf> {
+    if to.exists() {
+        fs::remove_dir_all(to)?;
+    }
+    fs::create_dir_all(to)?;
+    let mut linked = 0;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !name.to_string_lossy().starts_with("libblitz.so") {
+            continue;
+        }
+        let target = from.join(&name);
+        #[cfg(unix)]
+        let made = std::os::unix::fs::symlink(&target, to.join(&name));
+        #[cfg(not(unix))]
+        let made = fs::copy(&target, to.join(&name)).map(|_| ());
+        if made.is_err() {
+            fs::copy(&target, to.join(&name))?;
+        }
+        linked += 1;
+    }
+    if linked == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no libblitz.so* in {}", from.display()),
+        ));
+    }
+    Ok(to.to_path_buf())
 }
 
 /// The C program that prints the header's ABI facts, one per line.
@@ -195,13 +274,30 @@ fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
 
     let found = find_library();
+    if let Some(dir) = &found.runtime_dir {
+        // `cargo run`, `cargo test` and `cargo bench` of this crate and of
+        // every crate that depends on it, directly or not, put the link
+        // directories that lie inside cargo's target directory on the
+        // run-time library path. A directory outside it (the checkout's
+        // build/, BLITZ_LIB_DIR) is not: so the library is linked from
+        // links to it in OUT_DIR, which is inside.
+        match link_into(dir, &out_dir.join("lib")) {
+            Ok(inside) => println!("cargo:rustc-link-search=native={}", inside.display()),
+            Err(e) => println!("cargo:warning=blitz-sys: cannot link libblitz into OUT_DIR ({}): dependents need an rpath or LD_LIBRARY_PATH", e),
+        }
+    }
     for dir in &found.lib_dirs {
         println!("cargo:rustc-link-search=native={}", dir.display());
     }
     println!("cargo:rustc-link-lib=dylib=blitz");
     if let Some(dir) = &found.runtime_dir {
-        // Dependents' build scripts see it as DEP_BLITZ_LIB_DIR.
+        // Dependents' build scripts see it as DEP_BLITZ_LIB_DIR: a crate
+        // that depends on blitz-sys adds it to the rpath of its binaries
+        // (for running them outside cargo) with one line in its build.rs:
+        //   println!("cargo:rustc-link-arg=-Wl,-rpath,{}", std::env::var("DEP_BLITZ_LIB_DIR").unwrap());
+        // DEP_BLITZ_RPATH is that argument ready-made.
         println!("cargo:lib_dir={}", dir.display());
+        println!("cargo:rpath=-Wl,-rpath,{}", dir.display());
         // This crate's own tests find the library at run time without LD_LIBRARY_PATH.
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
     }

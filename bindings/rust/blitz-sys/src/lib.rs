@@ -213,7 +213,7 @@ extern "C" {
     /// Waits as `blz_group_wait` does, then frees the group.
     pub fn blz_group_destroy(group: *mut blz_group) -> blz_status;
 
-    // ---- 0.2: completion callbacks, bounded waits, cancellation, failure, broadcast
+    // ---- 0.2: completion callbacks, bounded waits, cancellation, failure, broadcast, release
 
     /// Fills `opts` with the defaults. Does nothing when `opts` is NULL. (0.2)
     pub fn blz_spawn_options_init(opts: *mut blz_spawn_options);
@@ -243,4 +243,8 @@ extern "C" {
     pub fn blz_fail();
     /// Calls `f(arg, worker_index)` once on every worker of `pool` and waits for all. (0.2)
     pub fn blz_broadcast(pool: *mut blz_pool, f: blz_thread_fn, arg: *mut c_void) -> blz_status;
+    /// Gives the pool up without waiting: `blz_pool_destroy` runs on a thread of
+    /// its own, then `on_destroyed(done_arg, status)`; callable from the pool's
+    /// own workers too. (0.2)
+    pub fn blz_pool_release(pool: *mut blz_pool, on_destroyed: blz_done_fn, done_arg: *mut c_void) -> blz_status;
 }

@@ -407,6 +407,7 @@ fn rust_functions() -> Vec<Sig> {
         blz_cancelled: fn() -> i32;
         blz_fail: fn();
         blz_broadcast: fn(*mut blz_pool, blz_thread_fn, *mut c_void) -> blz_status;
+        blz_pool_release: fn(*mut blz_pool, blz_done_fn, *mut c_void) -> blz_status;
     }
 }
 

@@ -600,3 +600,49 @@ fn broadcast_runs_once_on_every_worker() {
         assert_eq!(blz_pool_destroy(pool), BLZ_OK);
     }
 }
+
+/// What `on_destroyed` of `blz_pool_release` saw: how often, and the status.
+static RELEASED_CALLS: AtomicUsize = AtomicUsize::new(0);
+static RELEASED_STATUS: AtomicI32 = AtomicI32::new(1);
+static RELEASE_STOPS: AtomicUsize = AtomicUsize::new(0);
+
+unsafe extern "C" fn on_released(done_arg: *mut c_void, status: blz_status) {
+    assert_eq!(done_arg as usize, 0xd0e);
+    RELEASED_STATUS.store(status, Ordering::SeqCst);
+    RELEASED_CALLS.fetch_add(1, Ordering::SeqCst);
+}
+
+unsafe extern "C" fn count_stop(_user: *mut c_void, _index: u32) {
+    RELEASE_STOPS.fetch_add(1, Ordering::SeqCst);
+}
+
+/// A task that releases its own pool (where blz_pool_destroy answers
+/// EDEADLK), then still runs a fork-join on it: it is accepted work, which
+/// the destroy on the other thread waits for.
+unsafe extern "C" fn release_own_pool(arg: *mut c_void) {
+    let pool = arg as *mut blz_pool;
+    assert_eq!(blz_pool_destroy(pool), BLZ_EDEADLK);
+    assert_eq!(blz_pool_release(pool, Some(on_released), 0xd0e as *mut c_void), BLZ_OK);
+    let count = AtomicUsize::new(0);
+    let count_arg = &count as *const AtomicUsize as *mut c_void;
+    assert_eq!(blz_fork_join(pool, Some(add_one), count_arg, Some(add_one), count_arg), BLZ_OK);
+    assert_eq!(count.load(Ordering::SeqCst), 2);
+    assert_eq!(RELEASED_CALLS.load(Ordering::SeqCst), 0, "the destroy waits for this task");
+}
+
+#[test]
+fn release_from_a_task_of_the_pool() {
+    unsafe {
+        assert_eq!(blz_pool_release(ptr::null_mut(), Some(on_released), ptr::null_mut()), BLZ_EINVAL);
+        let mut config = std::mem::zeroed::<blz_pool_config>();
+        blz_pool_config_init(&mut config);
+        config.num_threads = 2;
+        config.on_thread_stop = Some(count_stop);
+        let mut pool = ptr::null_mut();
+        assert_eq!(blz_pool_create(&config, &mut pool), BLZ_OK);
+        assert_eq!(blz_spawn(pool, Some(release_own_pool), pool as *mut c_void, ptr::null_mut()), BLZ_OK);
+        eventually("released", || RELEASED_CALLS.load(Ordering::SeqCst) == 1);
+        assert_eq!(RELEASED_STATUS.load(Ordering::SeqCst), BLZ_OK);
+        assert_eq!(RELEASE_STOPS.load(Ordering::SeqCst), 2, "every worker stopped before on_destroyed");
+    }
+}

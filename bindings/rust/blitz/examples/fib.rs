@@ -19,7 +19,7 @@ fn fib_sequential(n: u32) -> u64 {
     }
 }
 
-fn main() -> Result<(), blitz::Error> {
+fn main() -> Result<(), blitz::ThreadPoolBuildError> {
     let mut args = std::env::args().skip(1);
     let n: u32 = args.next().map_or(30, |a| a.parse().expect("n"));
     let threads: usize = args.next().map_or(0, |a| a.parse().expect("threads"));

@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Instant;
 
-fn main() -> Result<(), blitz::Error> {
+fn main() -> Result<(), blitz::ThreadPoolBuildError> {
     let mut args = std::env::args().skip(1);
     let len: usize = args.next().map_or(10_000_000, |a| a.parse().expect("len"));
     let chunk: usize = args.next().map_or(100_000, |a| a.parse().expect("chunk"));

@@ -51,7 +51,7 @@ fn random_vec(len: usize) -> Vec<u64> {
         .collect()
 }
 
-fn main() -> Result<(), blitz::Error> {
+fn main() -> Result<(), blitz::ThreadPoolBuildError> {
     let mut args = std::env::args().skip(1);
     let len: usize = args.next().map_or(1_000_000, |a| a.parse().expect("len"));
     let threads: usize = args.next().map_or(0, |a| a.parse().expect("threads"));

@@ -163,3 +163,51 @@ pub(crate) fn failed(what: &str, status: sys::blz_status) -> ! {
     let error = crate::Error::check(status).err().unwrap_or(crate::Error::Unknown(status));
     panic!("blitz: {} did not run its closures: {}", what, error)
 }
+
+/// What [`join_context`](crate::join_context) tells each closure.
+#[derive(Debug)]
+pub struct FnContext {
+    migrated: bool,
+    /// Neither `Send` nor `Sync`: it describes the thread it was made on.
+    _marker: std::marker::PhantomData<*mut ()>,
+}
+
+impl FnContext {
+    /// Whether the closure runs on another thread than the one that called
+    /// `join_context`: `b` stolen by another worker, or either closure of a
+    /// call made outside any pool (which moved both into the global pool).
+    #[inline]
+    pub fn migrated(&self) -> bool {
+        self.migrated
+    }
+}
+
+/// A number that differs between threads alive at the same time: the
+/// address of a thread-local.
+#[inline]
+fn thread_marker() -> usize {
+    thread_local!(static MARKER: u8 = const { 0 });
+    MARKER.with(|m| m as *const u8 as usize)
+}
+
+/// [`join`](crate::join()), telling each closure whether it
+/// [migrated](FnContext::migrated) to another thread.
+///
+/// ```
+/// let pool = blitz::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+/// let (a, b) = pool.install(|| blitz::join_context(|a| a.migrated(), |b| b.migrated()));
+/// assert_eq!((a, b), (false, false)); // one worker: nobody could steal `b`
+/// let (a, b) = blitz::join_context(|a| a.migrated(), |b| b.migrated());
+/// assert_eq!((a, b), (true, true));   // from outside: both moved into the global pool
+/// ```
+pub fn join_context<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce(FnContext) -> RA + Send,
+    B: FnOnce(FnContext) -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let caller = thread_marker();
+    let context = move || FnContext { migrated: thread_marker() != caller, _marker: std::marker::PhantomData };
+    crate::join(move || a(context()), move || b(context()))
+}

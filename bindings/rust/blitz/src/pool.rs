@@ -1,228 +1,72 @@
-use std::cell::Cell;
-use std::ffi::CString;
+//! `ThreadPool` and the free functions that work in the current pool (the
+//! calling worker's) or the global one.
 use std::fmt;
-use std::os::raw::c_void;
-use std::panic::{self, AssertUnwindSafe};
-use std::ptr;
-use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Arc;
 
 use blitz_sys as sys;
 
 use crate::broadcast::{self, BroadcastContext};
-use crate::job::{self, drop_payload};
-use crate::scope::{self, Scope};
+#[allow(deprecated)]
+use crate::builder::Configuration;
+use crate::job;
+use crate::registry::{self, current_worker, global_pool, Registry};
+use crate::scope::{self, Scope, ScopeFifo};
+use crate::spawn::{spawn_fifo_in, spawn_in};
 use crate::task::JoinHandle;
 use crate::{Error, Stats};
 
-type Handler = Box<dyn Fn(usize) + Send + Sync + 'static>;
-
-/// What the pool's workers know of their pool: `user` of the C hooks.
-/// Freed only after `blz_pool_destroy` returned, so after every worker's
-/// `on_thread_stop`.
-pub(crate) struct Shared {
-    /// The pool's handle, set once `blz_pool_create` returned: no job can
-    /// reach a worker before, as nobody has the handle to submit one.
-    pool: AtomicPtr<sys::blz_pool>,
-    start_handler: Option<Handler>,
-    exit_handler: Option<Handler>,
-}
-
-thread_local! {
-    /// On a worker of a pool built by this crate: its pool's `Shared` and
-    /// the worker's index. Set by `on_thread_start`, cleared by `on_thread_stop`.
-    static CURRENT: Cell<(*const Shared, usize)> = const { Cell::new((ptr::null(), 0)) };
-}
-
-/// The calling worker's pool (if it is a worker of a pool of this crate
-/// whose `build` has returned) and its index.
-#[inline(always)]
-pub(crate) fn current_worker() -> Option<(*mut sys::blz_pool, usize)> {
-    let (shared, index) = CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0));
-    if shared.is_null() {
-        return None;
-    }
-    // SAFETY: a worker's Shared outlives the worker (freed after destroy).
-    // Acquire: pairs with the Release in `build`, so a worker that sees the
-    // handle also sees everything `build` did before publishing it.
-    let pool = unsafe { (*shared).pool.load(Ordering::Acquire) };
-    if pool.is_null() {
-        None
-    } else {
-        Some((pool, index))
-    }
-}
-
-/// The calling worker's index, also in a start handler (before the pool's
-/// handle is known).
-pub(crate) fn current_index() -> Option<usize> {
-    let (shared, index) = CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0));
-    if shared.is_null() {
-        None
-    } else {
-        Some(index)
-    }
-}
-
-fn run_handler(handler: &Option<Handler>, index: usize) {
-    if let Some(handler) = handler {
-        // A handler has nobody to report to: its panic is printed by the
-        // panic hook and otherwise ignored, as the C hooks' exceptions are.
-        if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| handler(index))) {
-            drop_payload(payload);
-        }
-    }
-}
-
-unsafe extern "C" fn on_thread_start(user: *mut c_void, worker_index: u32) {
-    let shared = user as *const Shared;
-    let index = worker_index as usize;
-    let _ = CURRENT.try_with(|c| c.set((shared, index)));
-    run_handler(&(*shared).start_handler, index);
-}
-
-unsafe extern "C" fn on_thread_stop(user: *mut c_void, worker_index: u32) {
-    let shared = user as *const Shared;
-    run_handler(&(*shared).exit_handler, worker_index as usize);
-    let _ = CURRENT.try_with(|c| c.set((ptr::null(), 0)));
-}
-
-/// Configures and builds a [`ThreadPool`], as Rayon's builder does.
-///
-/// ```
-/// let pool = blitz::ThreadPoolBuilder::new()
-///     .num_threads(2)
-///     .thread_name("worker")   // the workers are "worker-0", "worker-1"
-///     .build()?;
-/// assert_eq!(pool.current_num_threads(), 2);
-/// # Ok::<(), blitz::Error>(())
-/// ```
-#[derive(Default)]
-pub struct ThreadPoolBuilder {
-    num_threads: usize,
-    thread_name: Option<String>,
-    stack_size: usize,
-    start_handler: Option<Handler>,
-    exit_handler: Option<Handler>,
-}
-
-impl ThreadPoolBuilder {
-    /// A builder with the defaults: one worker per CPU this process may run
-    /// on (or `BLZ_NUM_THREADS`), workers named "blz-0", "blz-1", ...
-    pub fn new() -> ThreadPoolBuilder {
-        ThreadPoolBuilder::default()
-    }
-
-    /// The number of workers; 0 (the default) means `BLZ_NUM_THREADS` if it
-    /// holds 1..65535, else the number of CPUs this process may run on.
-    /// More than 65535 makes `build` fail with [`Error::InvalidArgument`].
-    pub fn num_threads(mut self, num_threads: usize) -> ThreadPoolBuilder {
-        self.num_threads = num_threads;
-        self
-    }
-
-    /// The prefix of the workers' names: "worker" names them "worker-0",
-    /// "worker-1", ... (cut to the 15 bytes Linux keeps, the index first).
-    pub fn thread_name<S: Into<String>>(mut self, prefix: S) -> ThreadPoolBuilder {
-        self.thread_name = Some(prefix.into());
-        self
-    }
-
-    /// Bytes of stack per worker; 0 (the default) is the platform's default.
-    pub fn stack_size(mut self, bytes: usize) -> ThreadPoolBuilder {
-        self.stack_size = bytes;
-        self
-    }
-
-    /// Runs on each worker, with its index, before its first job. A panic
-    /// in it is printed and otherwise ignored.
-    pub fn start_handler<H>(mut self, handler: H) -> ThreadPoolBuilder
-    where
-        H: Fn(usize) + Send + Sync + 'static,
-    {
-        self.start_handler = Some(Box::new(handler));
-        self
-    }
-
-    /// Runs on each worker, with its index, after its last job (when the
-    /// pool is dropped). A panic in it is printed and otherwise ignored.
-    pub fn exit_handler<H>(mut self, handler: H) -> ThreadPoolBuilder
-    where
-        H: Fn(usize) + Send + Sync + 'static,
-    {
-        self.exit_handler = Some(Box::new(handler));
-        self
-    }
-
-    /// Creates the pool and starts its workers.
-    ///
-    /// Fails with [`Error::InvalidArgument`] (too many threads, a NUL byte
-    /// in the name, a stack size the platform rejects),
-    /// [`Error::OutOfMemory`] or [`Error::ThreadSpawn`].
-    pub fn build(self) -> Result<ThreadPool, Error> {
-        let name = match self.thread_name {
-            Some(name) => Some(CString::new(name).map_err(|_| Error::InvalidArgument)?),
-            None => None,
-        };
-        let shared = Box::into_raw(Box::new(Shared {
-            pool: AtomicPtr::new(ptr::null_mut()),
-            start_handler: self.start_handler,
-            exit_handler: self.exit_handler,
-        }));
-        // SAFETY: the config is initialised by the library, then filled with
-        // values that live until blz_pool_create returns (the name is copied).
-        unsafe {
-            let mut config = std::mem::MaybeUninit::<sys::blz_pool_config>::zeroed().assume_init();
-            sys::blz_pool_config_init(&mut config);
-            config.num_threads = u32::try_from(self.num_threads).unwrap_or(u32::MAX);
-            config.stack_size = self.stack_size;
-            config.thread_name = name.as_ref().map_or(ptr::null(), |n| n.as_ptr());
-            config.on_thread_start = Some(on_thread_start);
-            config.on_thread_stop = Some(on_thread_stop);
-            config.user = shared as *mut c_void;
-            let mut raw = ptr::null_mut();
-            if let Err(error) = Error::check(sys::blz_pool_create(&config, &mut raw)) {
-                // The workers already started have stopped: nobody uses `shared`.
-                drop(Box::from_raw(shared));
-                return Err(error);
-            }
-            // Release: pairs with the Acquire in current_worker. (A job that
-            // reaches a worker is ordered after this store by the C queue
-            // anyway; this pair does not rely on it.)
-            (*shared).pool.store(raw, Ordering::Release);
-            Ok(ThreadPool { raw, shared })
-        }
-    }
-}
-
-impl fmt::Debug for ThreadPoolBuilder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ThreadPoolBuilder")
-            .field("num_threads", &self.num_threads)
-            .field("thread_name", &self.thread_name)
-            .field("stack_size", &self.stack_size)
-            .field("start_handler", &self.start_handler.is_some())
-            .field("exit_handler", &self.exit_handler.is_some())
-            .finish()
-    }
-}
-
 /// A pool of worker threads that run closures by work stealing.
 ///
-/// `Send + Sync`: share it by reference or in an `Arc`. Dropping it waits
-/// for every accepted task (spawned ones included), stops the workers and
-/// frees the pool; dropped on one of its own workers (the last `Arc` let go
-/// by a task), the destruction moves to a new thread so as not to wait for itself.
+/// `Send + Sync`: share it by reference or in an `Arc`. Dropping it does
+/// not wait: the work it accepted (spawned tasks, and what they do: spawn,
+/// open scopes, ...) still runs, then the workers run their exit handlers
+/// and stop, in the background (on a thread libblitz starts for that,
+/// `blz_pool_release`), also when it is dropped on one of its own workers.
+/// To wait for that end, use
+/// [`ThreadPool::wait_until_stopped`], or keep an `Arc` of
+/// [`registry`](ThreadPool::registry) and call
+/// [`Registry::wait_until_stopped`].
 pub struct ThreadPool {
+    /// The pool's [`Registry`]: an `Arc` of it outlives the pool and tells
+    /// when the pool has ended. Public (as a field, the way Rayon's own
+    /// tests reach it) only to be read or cloned: the pool itself keeps
+    /// its own reference, so replacing this field changes nothing.
+    pub registry: Arc<Registry>,
     raw: *mut sys::blz_pool,
-    shared: *mut Shared,
+    /// The Registry the pool's C hooks use, from `Arc::into_raw`; given up
+    /// by `on_destroyed` once the workers are joined.
+    hooks_ref: *const Registry,
 }
 
-// SAFETY: every libblitz function may be called from any thread; Shared
-// holds Send + Sync handlers and an atomic.
+// SAFETY: every libblitz function may be called from any thread; the
+// Registry holds Send + Sync handlers, mutexes and atomics.
 unsafe impl Send for ThreadPool {}
 unsafe impl Sync for ThreadPool {}
 
 impl ThreadPool {
+    pub(crate) fn from_parts(registry: Arc<Registry>, raw: *mut sys::blz_pool, hooks_ref: *const Registry) -> Self {
+        ThreadPool { registry, raw, hooks_ref }
+    }
+
+    /// Rayon's deprecated constructor: [`ThreadPoolBuilder::build`](crate::ThreadPoolBuilder::build).
+    #[deprecated(note = "Use `ThreadPoolBuilder::build`")]
+    #[allow(deprecated)]
+    pub fn new(configuration: Configuration) -> Result<ThreadPool, Box<dyn std::error::Error>> {
+        configuration.into_builder().build().map_err(Box::from)
+    }
+
+    /// Whether the pool was built with the deprecated `breadth_first`.
+    pub(crate) fn breadth_first(&self) -> bool {
+        self.own_registry().breadth_first
+    }
+
+    /// The pool's own Registry (not the public field, which a user may replace).
+    fn own_registry(&self) -> &Registry {
+        // SAFETY: the hooks' Arc is given up only after the pool ended,
+        // which starts when self is dropped.
+        unsafe { &*self.hooks_ref }
+    }
+
     /// Runs `a` and `b`, possibly in parallel, on this pool's workers, and
     /// returns both values. On a worker of this pool, `a` runs on the
     /// calling thread and `b` waits for a thief; from any other thread the
@@ -256,8 +100,8 @@ impl ThreadPool {
 
     /// Runs `op` on a worker of this pool and returns its value (resumes
     /// its panic). On a worker of this pool it runs on the calling thread.
-    /// Inside `op`, [`crate::join`] and [`crate::current_thread_index`]
-    /// refer to this pool.
+    /// Inside `op`, the free functions ([`crate::join()`], [`crate::scope()`],
+    /// [`crate::spawn()`], [`crate::current_thread_index`], ...) refer to this pool.
     ///
     /// ```
     /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
@@ -293,12 +137,71 @@ impl ThreadPool {
         self.scope_with(false, op)
     }
 
+    /// [`scope`](ThreadPool::scope) with a [`ScopeFifo`]: tasks that one
+    /// worker spawns with [`ScopeFifo::spawn_fifo`] start in the order they
+    /// were spawned (while [`Scope::spawn`] starts the latest first).
+    ///
+    /// ```
+    /// use std::sync::Mutex;
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    /// let order = Mutex::new(Vec::new());
+    /// pool.scope_fifo(|s| {
+    ///     for i in 0..4 {
+    ///         let order = &order;
+    ///         s.spawn_fifo(move |_| order.lock().unwrap().push(i));
+    ///     }
+    /// });
+    /// assert_eq!(order.into_inner().unwrap(), [0, 1, 2, 3]);
+    /// ```
+    pub fn scope_fifo<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&ScopeFifo<'scope>) -> R + Send,
+        R: Send,
+    {
+        let pool = SendPtr(self.raw);
+        self.install(move || {
+            let pool = pool;
+            // SAFETY: the pool is alive for the whole install.
+            unsafe { scope::run_fifo(pool.0, op) }
+        })
+    }
+
+    /// Runs `op` in a new scope on the calling thread (which need not be a
+    /// worker), with its tasks spawned into this pool; returns when `op`
+    /// and every task have finished. Unlike [`scope`](ThreadPool::scope),
+    /// `op` may block on what a task does: it does not hold a worker.
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.in_place_scope(|s| {
+    ///     s.spawn(move |_| tx.send(5).unwrap());
+    ///     assert_eq!(rx.recv().unwrap(), 5); // the only worker runs the task meanwhile
+    /// });
+    /// ```
+    pub fn in_place_scope<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&Scope<'scope>) -> R,
+    {
+        // SAFETY: self.raw is alive as long as &self.
+        unsafe { scope::run(self.raw, self.breadth_first(), false, op) }
+    }
+
+    /// [`in_place_scope`](ThreadPool::in_place_scope) with a [`ScopeFifo`].
+    pub fn in_place_scope_fifo<'scope, OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce(&ScopeFifo<'scope>) -> R,
+    {
+        // SAFETY: self.raw is alive as long as &self.
+        unsafe { scope::run_fifo(self.raw, op) }
+    }
+
     /// A [`scope`](ThreadPool::scope) that fails fast: the first panic, of a
     /// task or of `op`, cancels it at once (see [`Scope::cancel`]). The
     /// tasks that have not started are skipped (dropped without running),
     /// and running ones can see it with [`crate::is_cancelled`] and return
     /// early. A panic inside a task counts from where it is caught: in a
-    /// [`join`](crate::join) half inside a task, the scope is cancelled
+    /// [`join`](crate::join()) half inside a task, the scope is cancelled
     /// before the panic reached the task. As in `scope`, the call returns
     /// only when every running task has finished, and then resumes the
     /// first panic (`op`'s if it panicked).
@@ -339,10 +242,11 @@ impl ThreadPool {
         R: Send,
     {
         let pool = SendPtr(self.raw);
+        let breadth_first = self.breadth_first();
         self.install(move || {
             let pool = pool;
             // SAFETY: the pool is alive for the whole install.
-            unsafe { scope::run(pool.0, fail_fast, op) }
+            unsafe { scope::run(pool.0, breadth_first, fail_fast, op) }
         })
     }
 
@@ -363,11 +267,93 @@ impl ThreadPool {
     /// ```
     pub fn broadcast<OP, R>(&self, op: OP) -> Vec<R>
     where
-        OP: Fn(BroadcastContext) -> R + Sync,
+        OP: Fn(BroadcastContext<'_>) -> R + Sync,
         R: Send,
     {
         // SAFETY: self.raw is alive as long as &self.
         unsafe { broadcast::run(self.raw, op) }
+    }
+
+    /// Calls `op` once on every worker of this pool, as
+    /// [`broadcast`](ThreadPool::broadcast) does, without waiting: returns
+    /// at once. A panic of a call goes to the pool's
+    /// [panic handler](crate::ThreadPoolBuilder::panic_handler) (the process
+    /// aborts without one).
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let tx = std::sync::Mutex::new(tx); // `op` is shared by the workers: Sync
+    /// pool.spawn_broadcast(move |ctx| tx.lock().unwrap().send(ctx.index()).unwrap());
+    /// let mut seen: Vec<usize> = rx.iter().collect(); // ends when `op` (and `tx`) is dropped
+    /// seen.sort();
+    /// assert_eq!(seen, [0, 1, 2]);
+    /// ```
+    pub fn spawn_broadcast<OP>(&self, op: OP)
+    where
+        OP: Fn(BroadcastContext<'_>) + Send + Sync + 'static,
+    {
+        // SAFETY: self.raw is alive as long as &self.
+        unsafe { broadcast::spawn_broadcast(self.raw, self.own_registry(), op) }
+    }
+
+    /// Starts `op` on this pool and returns at once: fire and forget, as
+    /// Rayon's `spawn`. From a worker of this pool the task goes to that
+    /// worker's own queue, whose latest task runs first. A panic of `op`
+    /// goes to the pool's [panic handler](crate::ThreadPoolBuilder::panic_handler)
+    /// (the process aborts without one). To wait for a value, use
+    /// [`spawn_with_handle`](ThreadPool::spawn_with_handle) or a [`scope`](ThreadPool::scope).
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.spawn(move || tx.send(6 * 7).unwrap());
+    /// assert_eq!(rx.recv().unwrap(), 42);
+    /// ```
+    ///
+    /// The closure must own what it uses (it may outlive the caller's frame):
+    /// ```compile_fail,E0373
+    /// let pool = blitz::ThreadPoolBuilder::new().build().unwrap();
+    /// let v = vec![1, 2, 3];
+    /// pool.spawn(|| println!("{}", v.len()));
+    /// ```
+    pub fn spawn<OP>(&self, op: OP)
+    where
+        OP: FnOnce() + Send + 'static,
+    {
+        // SAFETY: self.raw is alive as long as &self; the registry is this pool's.
+        unsafe {
+            if self.own_registry().breadth_first {
+                spawn_fifo_in(self.raw, self.own_registry(), op)
+            } else {
+                spawn_in(self.raw, self.own_registry(), op)
+            }
+        }
+    }
+
+    /// Starts `op` on this pool and returns at once, as
+    /// [`spawn`](ThreadPool::spawn); but the tasks one worker of this pool
+    /// spawns this way start in the order they were spawned (first in,
+    /// first out). From any other thread, tasks queue in order anyway.
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// let pool_ref = &pool;
+    /// pool.install(move || {
+    ///     for i in 0..4 {
+    ///         let tx = tx.clone();
+    ///         pool_ref.spawn_fifo(move || tx.send(i).unwrap());
+    ///     }
+    /// }); // the last `tx` is dropped with the closure
+    /// assert_eq!(rx.iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
+    /// ```
+    pub fn spawn_fifo<OP>(&self, op: OP)
+    where
+        OP: FnOnce() + Send + 'static,
+    {
+        // SAFETY: self.raw is alive as long as &self; the registry is this pool's.
+        unsafe { spawn_fifo_in(self.raw, self.own_registry(), op) }
     }
 
     /// Starts `f` on this pool and returns a handle to wait for its value.
@@ -375,7 +361,7 @@ impl ThreadPool {
     ///
     /// ```
     /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-    /// let handle = pool.spawn(|| 6 * 7);
+    /// let handle = pool.spawn_with_handle(|| 6 * 7);
     /// assert_eq!(handle.join()?, 42);
     /// # Ok::<(), blitz::Error>(())
     /// ```
@@ -384,15 +370,15 @@ impl ThreadPool {
     /// ```compile_fail,E0373
     /// let pool = blitz::ThreadPoolBuilder::new().build().unwrap();
     /// let v = vec![1, 2, 3];
-    /// let handle = pool.spawn(|| v.len());
+    /// let handle = pool.spawn_with_handle(|| v.len());
     /// ```
-    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    pub fn spawn_with_handle<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         // SAFETY: self.raw is alive as long as &self.
-        unsafe { JoinHandle::spawn(self.raw, f) }
+        unsafe { JoinHandle::spawn(self.raw, self.own_registry(), f) }
     }
 
     /// The number of workers.
@@ -406,6 +392,22 @@ impl ThreadPool {
         // SAFETY: self.raw is alive as long as &self.
         let index = unsafe { sys::blz_worker_index(self.raw) };
         usize::try_from(index).ok()
+    }
+
+    /// Drops the pool and waits until it has ended: its accepted work has
+    /// finished, every exit handler has returned and the threads are joined.
+    ///
+    /// # Panics
+    /// On one of the pool's own workers, which would wait for itself (the
+    /// pool is dropped all the same, and ends once that work returns).
+    pub fn wait_until_stopped(self) {
+        let registry = Arc::clone(&self.registry);
+        let own = self.current_thread_index().is_some();
+        drop(self);
+        if own {
+            panic!("blitz: wait_until_stopped on a worker of the same pool would wait for itself");
+        }
+        registry.wait_until_stopped();
     }
 
     /// A snapshot of the pool's counters. `tasks_failed` counts the
@@ -434,33 +436,15 @@ impl ThreadPool {
     }
 }
 
-struct SendPtr<T>(*mut T);
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
 // SAFETY: used only for handles whose functions may be called from any thread.
 unsafe impl<T> Send for SendPtr<T> {}
 
 impl Drop for ThreadPool {
     fn drop(&mut self) {
-        let pool = SendPtr(self.raw);
-        let shared = SendPtr(self.shared);
-        let destroy = move || {
-            let (pool, shared) = (pool, shared);
-            // SAFETY: called once, from a thread that is not one of the pool's
-            // workers; Shared is freed only after the workers stopped.
-            unsafe {
-                let status = sys::blz_pool_destroy(pool.0);
-                if status == sys::BLZ_OK || status == sys::BLZ_EFORK {
-                    drop(Box::from_raw(shared.0));
-                }
-            }
-        };
-        if self.current_thread_index().is_some() {
-            // On one of our own workers, blz_pool_destroy would answer
-            // BLZ_EDEADLK: let another thread wait for this one to finish.
-            // If no thread can be started, the pool is leaked.
-            let _ = std::thread::Builder::new().name("blitz-drop".to_string()).spawn(destroy);
-        } else {
-            destroy();
-        }
+        // Released now, or by the last detached task (see Registry::work).
+        // The Registry may be freed once this returned.
+        self.own_registry().pool_dropped();
     }
 }
 
@@ -470,12 +454,13 @@ impl fmt::Debug for ThreadPool {
     }
 }
 
-/// Runs `a` and `b` and returns both values, as Rayon's `join` does.
+/// Runs `a` and `b` and returns both values, as Rayon's `join` does: `a`
+/// runs on the calling thread and `b` may be stolen by another worker.
 ///
 /// On a worker of a [`ThreadPool`] (inside `install`, `scope`, `spawn`,
-/// `join` or a task), this is that pool's `join`: `a` runs here and `b` may
-/// be stolen by another worker. On any other thread both closures run on
-/// the calling thread, `a` first.
+/// `join` or a task) this is that pool's `join`; on any other thread the
+/// pair moves into the global pool (built on first use), so the closures
+/// may run in parallel there too.
 ///
 /// Both closures always run; `a`'s panic is resumed first, then `b`'s.
 ///
@@ -486,8 +471,8 @@ impl fmt::Debug for ThreadPool {
 ///     a + b
 /// }
 /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
-/// assert_eq!(pool.install(|| fib(20)), 6765);   // in parallel on the pool
-/// assert_eq!(fib(10), 55);                       // here, sequentially
+/// assert_eq!(pool.install(|| fib(20)), 6765);   // on the pool
+/// assert_eq!(fib(10), 55);                       // on the global pool
 /// ```
 #[inline]
 pub fn join<A, B, RA, RB>(a: A, b: B) -> (RA, RB)
@@ -499,51 +484,100 @@ where
 {
     match current_worker() {
         // SAFETY: a worker's pool is alive while the worker runs.
-        Some((pool, _)) => unsafe { job::fork_join(pool, a, b) },
-        None => {
-            let ra = panic::catch_unwind(AssertUnwindSafe(a));
-            let rb = panic::catch_unwind(AssertUnwindSafe(b));
-            job::join_results(sys::BLZ_OK, Some(ra), Some(rb))
-        }
+        Some(worker) => unsafe { job::fork_join(worker.pool, a, b) },
+        None => global_pool().join(a, b),
     }
 }
 
 /// The calling thread's index in its pool (`0 .. num_threads`) if it is a
 /// worker of a [`ThreadPool`], else `None`.
 pub fn current_thread_index() -> Option<usize> {
-    current_index()
+    registry::current_index()
 }
 
-/// The number of workers of the calling worker's pool; 1 on any other
-/// thread (where [`join`] runs both closures on the calling thread).
+/// The number of workers of the calling worker's pool; on any other thread,
+/// of the global pool (which this builds if it did not exist yet).
 pub fn current_num_threads() -> usize {
-    match current_worker() {
-        // SAFETY: a worker's pool is alive while the worker runs.
-        Some((pool, _)) => unsafe { sys::blz_pool_num_threads(pool) as usize },
-        None => 1,
-    }
+    registry::current_num_threads().unwrap_or_else(|| global_pool().current_num_threads())
 }
 
-/// Calls `op` once on every worker of the calling worker's pool and returns
-/// the values in the workers' order: [`ThreadPool::broadcast`] on that pool.
-/// On any other thread `op` runs once, here, with index 0 of 1 (as
-/// [`join`] runs both closures here and [`current_num_threads`] is 1).
+/// The most workers a pool may have: 65535 (libblitz's `BLZ_MAX_THREADS`).
+/// More makes `build` fail rather than being cut to this.
+pub fn max_num_threads() -> usize {
+    sys::BLZ_MAX_THREADS as usize
+}
+
+/// Calls `op` once on every worker of the current pool (the calling
+/// worker's, else the global one) and returns the values in the workers'
+/// order: [`ThreadPool::broadcast`] on that pool.
 ///
 /// ```
 /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
 /// let indices = pool.install(|| blitz::broadcast(|ctx| ctx.index()));
 /// assert_eq!(indices, [0, 1]);
-/// assert_eq!(blitz::broadcast(|ctx| (ctx.index(), ctx.num_threads())), [(0, 1)]);
+/// let global = blitz::broadcast(|ctx| ctx.num_threads());
+/// assert_eq!(global.len(), blitz::current_num_threads());
 /// ```
 pub fn broadcast<OP, R>(op: OP) -> Vec<R>
 where
-    OP: Fn(BroadcastContext) -> R + Sync,
+    OP: Fn(BroadcastContext<'_>) -> R + Sync,
     R: Send,
 {
     match current_worker() {
         // SAFETY: a worker's pool is alive while the worker runs.
-        Some((pool, _)) => unsafe { broadcast::run(pool, op) },
-        None => broadcast::here(op),
+        Some(worker) => unsafe { broadcast::run(worker.pool, op) },
+        None => global_pool().broadcast(op),
+    }
+}
+
+/// [`ThreadPool::spawn_broadcast`] on the current pool (the calling
+/// worker's, else the global one).
+pub fn spawn_broadcast<OP>(op: OP)
+where
+    OP: Fn(BroadcastContext<'_>) + Send + Sync + 'static,
+{
+    match current_worker() {
+        // SAFETY: a worker's pool is alive while the worker runs.
+        Some(worker) => unsafe { broadcast::spawn_broadcast(worker.pool, &*worker.registry, op) },
+        None => global_pool().spawn_broadcast(op),
+    }
+}
+
+/// [`ThreadPool::spawn`] on the current pool (the calling worker's, else
+/// the global one): fire and forget.
+///
+/// ```
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// blitz::spawn(move || tx.send(blitz::current_thread_index().is_some()).unwrap());
+/// assert!(rx.recv().unwrap()); // it ran on a worker of the global pool
+/// ```
+pub fn spawn<OP>(op: OP)
+where
+    OP: FnOnce() + Send + 'static,
+{
+    match current_worker() {
+        // SAFETY: a worker's pool and Registry are alive while the worker runs.
+        Some(worker) => unsafe {
+            if (*worker.registry).breadth_first {
+                spawn_fifo_in(worker.pool, &*worker.registry, op)
+            } else {
+                spawn_in(worker.pool, &*worker.registry, op)
+            }
+        },
+        None => global_pool().spawn(op),
+    }
+}
+
+/// [`ThreadPool::spawn_fifo`] on the current pool (the calling worker's,
+/// else the global one).
+pub fn spawn_fifo<OP>(op: OP)
+where
+    OP: FnOnce() + Send + 'static,
+{
+    match current_worker() {
+        // SAFETY: as in `spawn`.
+        Some(worker) => unsafe { spawn_fifo_in(worker.pool, &*worker.registry, op) },
+        None => global_pool().spawn_fifo(op),
     }
 }
 
@@ -551,7 +585,7 @@ where
 /// `true` inside a task of a scope that was cancelled (by
 /// [`Scope::cancel`] or by a panic in a
 /// [fail-fast](ThreadPool::scope_fail_fast) scope), and inside what such a
-/// task runs through [`join`], `install` or a nested call, wherever it is
+/// task runs through [`join()`], `install` or a nested call, wherever it is
 /// stolen to. For long tasks to poll and return early. It looks at the
 /// innermost task only: inside a scope nested in a task, it is the inner
 /// scope's state. `false` outside any scope's task, and in `op` itself

@@ -11,6 +11,7 @@ use blitz_sys as sys;
 
 use crate::error::PanicPayload;
 use crate::job::{drop_payload, fail};
+use crate::registry::{with_worker_registry, Registry};
 use crate::Error;
 
 type Outcome<T> = Option<thread::Result<T>>;
@@ -53,6 +54,8 @@ unsafe extern "C" fn execute<F: FnOnce() -> T, T>(arg: *mut c_void) {
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| release::<F, T>(job as *const Shared<T>))) {
         std::mem::forget(payload);
     }
+    // Last: the pool may be released from here on (see Registry::work).
+    with_worker_registry(Registry::work_finished);
 }
 
 /// Gives up one share of the job; the last one frees it.
@@ -66,7 +69,7 @@ unsafe fn release<F, T>(shared: *const Shared<T>) {
     drop(Box::from_raw(shared as *mut SpawnJob<F, T>));
 }
 
-/// The handle of a task started by [`ThreadPool::spawn`](crate::ThreadPool::spawn).
+/// The handle of a task started by [`ThreadPool::spawn_with_handle`](crate::ThreadPool::spawn_with_handle).
 ///
 /// [`join`](JoinHandle::join) waits for the task and returns its value;
 /// [`is_finished`](JoinHandle::is_finished) asks without waiting,
@@ -97,8 +100,8 @@ unsafe impl<T: Send> Send for JoinHandle<T> {}
 
 impl<T> JoinHandle<T> {
     /// # Safety
-    /// `pool` is a live pool.
-    pub(crate) unsafe fn spawn<F>(pool: *mut sys::blz_pool, f: F) -> JoinHandle<T>
+    /// `pool` is a live pool; `registry` is its Registry.
+    pub(crate) unsafe fn spawn<F>(pool: *mut sys::blz_pool, registry: &Registry, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
@@ -108,6 +111,7 @@ impl<T> JoinHandle<T> {
             f: UnsafeCell::new(Some(f)),
         }));
         let mut task = ptr::null_mut();
+        registry.work_started();
         let status = sys::blz_spawn(pool, Some(execute::<F, T>), job as *mut c_void, &mut task);
         let mut handle = JoinHandle {
             task: Cell::new(ptr::null_mut()),
@@ -124,6 +128,7 @@ impl<T> JoinHandle<T> {
             Err(error) => {
                 // The task will not run: free the closure now, report at join.
                 drop(Box::from_raw(job));
+                registry.work_finished();
                 handle.refused = Some(error);
             }
         }
@@ -160,7 +165,7 @@ impl<T> JoinHandle<T> {
     /// ```
     /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     /// let (go, wait) = std::sync::mpsc::channel::<()>();
-    /// let handle = pool.spawn(move || {
+    /// let handle = pool.spawn_with_handle(move || {
     ///     wait.recv().unwrap(); // held until the send below
     ///     7
     /// });
@@ -195,7 +200,7 @@ impl<T> JoinHandle<T> {
     /// use std::time::Duration;
     /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     /// let (go, wait) = std::sync::mpsc::channel::<()>();
-    /// let handle = pool.spawn(move || {
+    /// let handle = pool.spawn_with_handle(move || {
     ///     wait.recv().unwrap(); // held until the send below
     ///     7
     /// });
@@ -225,14 +230,14 @@ impl<T> JoinHandle<T> {
     }
 
     /// Lets the task run on without a handle: nobody waits for it (but
-    /// dropping its pool does), its value is dropped on the worker that ran
+    /// the end of its pool does), its value is dropped on the worker that ran
     /// it, and a panic in it is dropped there too (after the panic hook
     /// printed it). The task's memory is freed when it ends.
     ///
     /// ```
     /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
     /// let (tx, rx) = std::sync::mpsc::channel();
-    /// pool.spawn(move || tx.send(42).unwrap()).detach();
+    /// pool.spawn_with_handle(move || tx.send(42).unwrap()).detach();
     /// assert_eq!(rx.recv().unwrap(), 42);
     /// ```
     pub fn detach(mut self) {

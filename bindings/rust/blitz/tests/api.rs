@@ -75,7 +75,7 @@ fn worker_names(pool: &ThreadPool, tasks: usize) -> Vec<String> {
 
 #[test]
 fn builder_sets_threads_and_names() {
-    let pool = ThreadPoolBuilder::new().num_threads(2).thread_name("worker").build().unwrap();
+    let pool = ThreadPoolBuilder::new().num_threads(2).thread_name_prefix("worker").build().unwrap();
     assert_eq!(pool.current_num_threads(), 2);
     for name in worker_names(&pool, 2) {
         assert!(name == "worker-0" || name == "worker-1", "{}", name);
@@ -83,7 +83,7 @@ fn builder_sets_threads_and_names() {
     assert!(format!("{:?}", pool).contains("num_threads: 2"));
 
     // Linux keeps 15 bytes of a name: the prefix gives way to the index.
-    let pool = ThreadPoolBuilder::new().num_threads(2).thread_name("a-much-too-long-prefix").build().unwrap();
+    let pool = ThreadPoolBuilder::new().num_threads(2).thread_name_prefix("a-much-too-long-prefix").build().unwrap();
     for name in worker_names(&pool, 2) {
         assert!(name == "a-much-too-lo-0" || name == "a-much-too-lo-1", "{}", name);
     }
@@ -91,10 +91,14 @@ fn builder_sets_threads_and_names() {
 
 #[test]
 fn builder_errors_map_to_einval() {
-    assert!(matches!(ThreadPoolBuilder::new().num_threads(65536).build(), Err(Error::InvalidArgument)));
-    assert!(matches!(ThreadPoolBuilder::new().num_threads(usize::MAX).build(), Err(Error::InvalidArgument)));
-    assert!(matches!(ThreadPoolBuilder::new().thread_name("a\0b").build(), Err(Error::InvalidArgument)));
-    assert!(matches!(ThreadPoolBuilder::new().num_threads(1).stack_size(1).build(), Err(Error::InvalidArgument)));
+    let einval = |built: Result<ThreadPool, blitz::ThreadPoolBuildError>| {
+        matches!(built.unwrap_err().library_error(), Some(Error::InvalidArgument))
+    };
+    assert!(einval(ThreadPoolBuilder::new().num_threads(65536).build()));
+    assert!(einval(ThreadPoolBuilder::new().num_threads(usize::MAX).build()));
+    assert!(einval(ThreadPoolBuilder::new().thread_name_prefix("a\0b").build()));
+    assert!(einval(ThreadPoolBuilder::new().thread_name(|i| format!("a\0{}", i)).build()));
+    assert!(einval(ThreadPoolBuilder::new().num_threads(1).stack_size(1).build()));
     let pool = ThreadPoolBuilder::new().num_threads(1).stack_size(1 << 20).build().unwrap();
     assert_eq!(pool.install(|| 7), 7);
 }
@@ -129,12 +133,16 @@ fn free_join_uses_the_workers_pool() {
 }
 
 #[test]
-fn free_join_outside_a_pool_runs_here() {
+fn free_join_outside_a_pool_runs_in_the_global_pool() {
     let here = thread::current().id();
-    let (a, b) = blitz::join(|| thread::current().id(), || thread::current().id());
-    assert_eq!((a, b), (here, here));
+    let (a, b) = blitz::join(
+        || (thread::current().id(), blitz::current_thread_index()),
+        || (thread::current().id(), blitz::current_thread_index()),
+    );
+    assert!(a.0 != here && b.0 != here, "both moved into the global pool");
+    assert!(a.1.is_some() && b.1.is_some());
     assert_eq!(blitz::current_thread_index(), None);
-    assert_eq!(blitz::current_num_threads(), 1);
+    assert!(blitz::current_num_threads() >= 1);
     assert_eq!(fib(15), 610);
 }
 
@@ -293,13 +301,13 @@ fn scope_waits_for_tasks_before_resuming_a_panic() {
 fn spawn_and_join_handles() {
     quiet_panics();
     let pool = pool(2);
-    assert_eq!(pool.spawn(|| 42).join().unwrap(), 42);
-    let handles: Vec<_> = (0..50u64).map(|i| pool.spawn(move || i * i)).collect();
+    assert_eq!(pool.spawn_with_handle(|| 42).join().unwrap(), 42);
+    let handles: Vec<_> = (0..50u64).map(|i| pool.spawn_with_handle(move || i * i)).collect();
     let total: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     assert_eq!(total, (0..50u64).map(|i| i * i).sum());
 
     let failed_before = pool.stats().tasks_failed;
-    let err = pool.spawn(|| -> i32 { panic!("task on purpose: {}", 7) }).join().unwrap_err();
+    let err = pool.spawn_with_handle(|| -> i32 { panic!("task on purpose: {}", 7) }).join().unwrap_err();
     assert_eq!(pool.stats().tasks_failed, failed_before + 1, "the panic was reported to libblitz");
     assert_eq!(err.status(), blitz::sys::BLZ_ETASK);
     assert!(err.to_string().contains("task on purpose: 7"), "{}", err);
@@ -312,7 +320,7 @@ fn spawn_and_join_handles() {
 
     // Joined from a worker of the same pool: the worker helps while it waits.
     let v = pool.install(|| {
-        let hs: Vec<_> = (0..10).map(|i| pool.spawn(move || i)).collect();
+        let hs: Vec<_> = (0..10).map(|i| pool.spawn_with_handle(move || i)).collect();
         hs.into_iter().map(|h| h.join().unwrap()).sum::<i32>()
     });
     assert_eq!(v, 45);
@@ -323,7 +331,7 @@ fn dropping_a_handle_waits_for_the_task() {
     let pool = pool(2);
     let done = Arc::new(AtomicBool::new(false));
     let flag = done.clone();
-    drop(pool.spawn(move || {
+    drop(pool.spawn_with_handle(move || {
         thread::sleep(Duration::from_millis(30));
         flag.store(true, Ordering::SeqCst);
     }));
@@ -333,11 +341,11 @@ fn dropping_a_handle_waits_for_the_task() {
 #[test]
 fn a_handle_outlives_its_pool() {
     let pool = pool(1);
-    let handle = pool.spawn(|| {
+    let handle = pool.spawn_with_handle(|| {
         thread::sleep(Duration::from_millis(10));
         String::from("kept")
     });
-    drop(pool); // waits for the task
+    drop(pool); // does not wait; the handle does
     assert_eq!(handle.join().unwrap(), "kept");
 }
 
@@ -348,12 +356,12 @@ fn joining_a_task_from_inside_itself_is_refused() {
     let rx = Mutex::new(rx);
     let result = Arc::new(Mutex::new(None));
     let out = result.clone();
-    let handle = pool.spawn(move || {
+    let handle = pool.spawn_with_handle(move || {
         let me = rx.lock().unwrap().recv().unwrap();
         *out.lock().unwrap() = Some(matches!(me.join(), Err(Error::WouldDeadlock)));
     });
     tx.send(handle).unwrap();
-    drop(pool); // waits for the task
+    pool.wait_until_stopped(); // the task has run
     assert_eq!(*result.lock().unwrap(), Some(true));
 }
 
@@ -378,13 +386,13 @@ fn dropping_the_pool_runs_accepted_tasks_and_exit_handlers() {
     let handles: Vec<_> = (0..8)
         .map(|_| {
             let ran = ran.clone();
-            pool.spawn(move || {
+            pool.spawn_with_handle(move || {
                 thread::sleep(Duration::from_millis(2));
                 ran.fetch_add(1, Ordering::SeqCst);
             })
         })
         .collect();
-    drop(pool);
+    pool.wait_until_stopped();
     assert_eq!(ran.load(Ordering::SeqCst), 8);
     assert_eq!(started.load(Ordering::SeqCst), 2);
     assert_eq!(stopped.load(Ordering::SeqCst), 2);
@@ -394,10 +402,18 @@ fn dropping_the_pool_runs_accepted_tasks_and_exit_handlers() {
 }
 
 #[test]
-fn a_panicking_handler_is_ignored() {
+fn a_panicking_handler_goes_to_the_panic_handler() {
     quiet_panics();
-    let pool = ThreadPoolBuilder::new().num_threads(1).start_handler(|_| panic!("handler on purpose")).build().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let tx = Mutex::new(tx);
+    let pool = ThreadPoolBuilder::new()
+        .num_threads(1)
+        .start_handler(|_| panic!("handler on purpose"))
+        .panic_handler(move |payload| tx.lock().unwrap().send(message(&*payload)).unwrap())
+        .build()
+        .unwrap();
     assert_eq!(pool.install(|| 1), 1);
+    assert_eq!(rx.recv().unwrap(), "handler on purpose");
 }
 
 #[test]
@@ -406,7 +422,7 @@ fn the_last_arc_dropped_on_a_worker_does_not_deadlock() {
     let inner = pool.clone();
     let barrier = Arc::new(Barrier::new(2));
     let b = barrier.clone();
-    let handle = pool.spawn(move || {
+    let handle = pool.spawn_with_handle(move || {
         b.wait(); // the outside Arc is gone by now
         drop(inner); // the last reference: destroyed on another thread
         5
@@ -514,7 +530,7 @@ fn every_status_the_library_names_has_its_own_variant() {
 #[test]
 fn question_mark_works_with_boxed_errors() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let pool = ThreadPoolBuilder::new().num_threads(1).build()?;
-    let v: i32 = pool.spawn(|| 42).join()?;
+    let v: i32 = pool.spawn_with_handle(|| 42).join()?;
     assert_eq!(v, 42);
     Ok(())
 }
@@ -557,7 +573,7 @@ fn is_finished_polls_and_the_handle_keeps_the_outcome() {
     quiet_panics();
     let pool = pool(2);
     let (go, wait) = mpsc::channel::<()>();
-    let handle = pool.spawn(move || {
+    let handle = pool.spawn_with_handle(move || {
         wait.recv().unwrap();
         String::from("done")
     });
@@ -569,7 +585,7 @@ fn is_finished_polls_and_the_handle_keeps_the_outcome() {
     assert!(handle.is_finished());
     assert_eq!(handle.join().unwrap(), "done");
 
-    let handle = pool.spawn(|| -> i32 { panic!("polled on purpose") });
+    let handle = pool.spawn_with_handle(|| -> i32 { panic!("polled on purpose") });
     assert!(within_a_minute(|| handle.is_finished()));
     match handle.join() {
         Err(Error::TaskPanicked(Some(payload))) => assert_eq!(payload.message().unwrap(), "polled on purpose"),
@@ -579,7 +595,7 @@ fn is_finished_polls_and_the_handle_keeps_the_outcome() {
     // A value that finished and was never joined is dropped with the handle.
     let drops = counter();
     let value = DropCount(drops.clone());
-    let handle = pool.spawn(move || value);
+    let handle = pool.spawn_with_handle(move || value);
     assert!(within_a_minute(|| handle.is_finished()));
     assert_eq!(drops.load(Ordering::SeqCst), 0, "the value waits in the handle");
     drop(handle);
@@ -591,7 +607,7 @@ fn join_timeout_hands_the_handle_back_until_the_task_finished() {
     quiet_panics();
     let pool = pool(2);
     let (go, wait) = mpsc::channel::<()>();
-    let handle = pool.spawn(move || {
+    let handle = pool.spawn_with_handle(move || {
         wait.recv().unwrap();
         7
     });
@@ -602,15 +618,15 @@ fn join_timeout_hands_the_handle_back_until_the_task_finished() {
     assert_eq!(handle.join_timeout(Duration::from_secs(600)).unwrap().unwrap(), 7);
 
     // A failure comes as the join's own error.
-    let handle = pool.spawn(|| -> () { panic!("timed on purpose") });
+    let handle = pool.spawn_with_handle(|| -> () { panic!("timed on purpose") });
     let error = handle.join_timeout(Duration::from_secs(600)).unwrap().unwrap_err();
     assert_eq!(error.status(), blitz::sys::BLZ_ETASK);
     assert!(error.to_string().contains("timed on purpose"), "{}", error);
 
     // Longer than libblitz can say: no bound at all.
-    assert_eq!(pool.spawn(|| 1).join_timeout(Duration::MAX).unwrap().unwrap(), 1);
+    assert_eq!(pool.spawn_with_handle(|| 1).join_timeout(Duration::MAX).unwrap().unwrap(), 1);
     // From a worker of the same pool, which runs other jobs while it waits.
-    let v = pool.install(|| pool.spawn(|| 5).join_timeout(Duration::from_secs(600)).unwrap().unwrap());
+    let v = pool.install(|| pool.spawn_with_handle(|| 5).join_timeout(Duration::from_secs(600)).unwrap().unwrap());
     assert_eq!(v, 5);
 }
 
@@ -622,7 +638,7 @@ fn a_detached_task_runs_on_and_frees_itself() {
     let (go, wait) = mpsc::channel::<()>();
     let (ran, has_run) = mpsc::channel::<()>();
     let value = DropCount(drops.clone());
-    pool.spawn(move || {
+    pool.spawn_with_handle(move || {
         wait.recv().unwrap();
         ran.send(()).unwrap();
         value
@@ -635,25 +651,25 @@ fn a_detached_task_runs_on_and_frees_itself() {
     // Detached once finished: dropped at once, here.
     let drops = counter();
     let value = DropCount(drops.clone());
-    let handle = pool.spawn(move || value);
+    let handle = pool.spawn_with_handle(move || value);
     assert!(within_a_minute(|| handle.is_finished()));
     handle.detach();
     assert_eq!(drops.load(Ordering::SeqCst), 1);
 
     // A detached panic is dropped with the task.
-    pool.spawn(|| -> () { panic!("detached on purpose") }).detach();
+    pool.spawn_with_handle(|| -> () { panic!("detached on purpose") }).detach();
 
-    // Dropping the pool waits for detached tasks too.
+    // The end of the pool waits for detached tasks too.
     let done = Arc::new(AtomicBool::new(false));
     let flag = done.clone();
     let (go, wait) = mpsc::channel::<()>();
-    pool.spawn(move || {
+    pool.spawn_with_handle(move || {
         wait.recv().unwrap();
         flag.store(true, Ordering::SeqCst);
     })
     .detach();
     go.send(()).unwrap();
-    drop(pool);
+    pool.wait_until_stopped();
     assert!(done.load(Ordering::SeqCst));
 }
 
@@ -666,7 +682,7 @@ fn a_task_asking_about_itself_is_not_finished_and_cannot_join() {
     let rx = Mutex::new(rx);
     let seen = Arc::new(Mutex::new(None));
     let out = seen.clone();
-    let handle = pool.spawn(move || {
+    let handle = pool.spawn_with_handle(move || {
         let me = rx.lock().unwrap().recv().unwrap();
         let finished = me.is_finished();
         let joined = me.join();
@@ -674,7 +690,7 @@ fn a_task_asking_about_itself_is_not_finished_and_cannot_join() {
         value
     });
     tx.send(handle).unwrap();
-    drop(pool); // waits for the task
+    pool.wait_until_stopped(); // the task has run
     assert_eq!(*seen.lock().unwrap(), Some((false, true)));
     // The refused join let the task go, which freed its value.
     assert_eq!(drops.load(Ordering::SeqCst), 1);
@@ -837,8 +853,10 @@ fn broadcast_calls_the_closure_once_on_every_worker() {
     // From a worker of the pool: no deadlock, every worker once.
     assert_eq!(pool.install(|| blitz::broadcast(|ctx| ctx.index())), [0, 1, 2]);
     assert_eq!(pool.install(|| pool.broadcast(|ctx| ctx.index())), [0, 1, 2]);
-    // Outside any pool: once, here.
-    assert_eq!(blitz::broadcast(|ctx| (ctx.index(), ctx.num_threads(), blitz::current_thread_index())), [(0, 1, None)]);
+    // Outside any pool: on every worker of the global pool.
+    let global = blitz::broadcast(|ctx| (ctx.index(), ctx.num_threads(), blitz::current_thread_index()));
+    let n = blitz::current_num_threads();
+    assert_eq!(global, (0..n).map(|i| (i, n, Some(i))).collect::<Vec<_>>());
 }
 
 #[test]

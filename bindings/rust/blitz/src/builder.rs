@@ -1,0 +1,689 @@
+//! `ThreadPoolBuilder` (Rayon's, over `blz_pool_create`), its error type,
+//! custom thread spawning, and the deprecated `Configuration`.
+use std::any::Any;
+use std::error::Error as StdError;
+use std::ffi::CString;
+use std::fmt;
+use std::io;
+use std::os::raw::c_void;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr;
+use std::sync::Arc;
+
+use blitz_sys as sys;
+
+use crate::registry::{
+    self, on_thread_start, on_thread_stop, Handler, PanicHandler, Registry, RegistryParts, StopSignal,
+};
+use crate::{Error, ThreadPool};
+
+/// Why a pool could not be built.
+#[derive(Debug)]
+pub struct ThreadPoolBuildError {
+    kind: BuildErrorKind,
+}
+
+#[derive(Debug)]
+enum BuildErrorKind {
+    GlobalPoolAlreadyInitialized,
+    /// libblitz refused: too many threads, a bad stack size or name, out
+    /// of memory, or the OS refused a worker thread.
+    Library(Error),
+    /// A spawn handler's error.
+    Io(io::Error),
+}
+
+const GLOBAL_POOL_ALREADY_INITIALIZED: &str = "The global thread pool has already been initialized.";
+
+impl ThreadPoolBuildError {
+    pub(crate) fn global_pool_already_initialized() -> ThreadPoolBuildError {
+        ThreadPoolBuildError { kind: BuildErrorKind::GlobalPoolAlreadyInitialized }
+    }
+
+    /// The libblitz error behind it, if libblitz refused the pool
+    /// ([`Error::InvalidArgument`], [`Error::OutOfMemory`], [`Error::ThreadSpawn`]).
+    pub fn library_error(&self) -> Option<&Error> {
+        match &self.kind {
+            BuildErrorKind::Library(error) => Some(error),
+            _ => None,
+        }
+    }
+
+    /// Whether [`ThreadPoolBuilder::build_global`] found a global pool already there.
+    pub fn is_global_pool_already_initialized(&self) -> bool {
+        matches!(self.kind, BuildErrorKind::GlobalPoolAlreadyInitialized)
+    }
+}
+
+impl From<Error> for ThreadPoolBuildError {
+    fn from(error: Error) -> ThreadPoolBuildError {
+        ThreadPoolBuildError { kind: BuildErrorKind::Library(error) }
+    }
+}
+
+impl fmt::Display for ThreadPoolBuildError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            BuildErrorKind::GlobalPoolAlreadyInitialized => f.write_str(GLOBAL_POOL_ALREADY_INITIALIZED),
+            BuildErrorKind::Library(error) => fmt::Display::fmt(error, f),
+            BuildErrorKind::Io(error) => fmt::Display::fmt(error, f),
+        }
+    }
+}
+
+impl StdError for ThreadPoolBuildError {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match &self.kind {
+            BuildErrorKind::GlobalPoolAlreadyInitialized => None,
+            BuildErrorKind::Library(error) => Some(error),
+            BuildErrorKind::Io(error) => Some(error),
+        }
+    }
+}
+
+/// A worker thread to start, given to a [spawn handler](ThreadPoolBuilder::spawn_handler).
+///
+/// libblitz starts and owns the threads that run the pool's work (its C
+/// ABI takes no thread from outside), so `run` does not turn the calling
+/// thread into a worker: it blocks until the pool has ended (every worker
+/// stopped), so that a thread the handler started lives as long as the
+/// pool, as in Rayon, and a scope that joins it waits for the pool. Work
+/// does not run on that thread: thread-locals it sets around `run` are not
+/// seen by the pool's jobs (use [`ThreadPoolBuilder::start_handler`] for
+/// per-worker setup).
+pub struct ThreadBuilder {
+    index: usize,
+    name: Option<String>,
+    stack_size: Option<usize>,
+    stop: Arc<StopSignal>,
+}
+
+impl ThreadBuilder {
+    /// The index of the worker this stands for, `0 .. num_threads`.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// The name the builder gives the worker, if it names them.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// The stack size the builder asked for, if any.
+    pub fn stack_size(&self) -> Option<usize> {
+        self.stack_size
+    }
+
+    /// Blocks until the pool has ended (see the type's documentation), or
+    /// returns at once if its build failed.
+    pub fn run(self) {
+        self.stop.wait();
+    }
+}
+
+impl fmt::Debug for ThreadBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadBuilder")
+            .field("index", &self.index)
+            .field("name", &self.name)
+            .field("stack_size", &self.stack_size)
+            .finish()
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// How a builder hands out its [`ThreadBuilder`]s: [`DefaultSpawn`] or the
+/// closure given to [`ThreadPoolBuilder::spawn_handler`]. Sealed.
+pub trait ThreadSpawn: sealed::Sealed {
+    #[doc(hidden)]
+    fn spawn(&mut self, thread: ThreadBuilder) -> io::Result<()>;
+    #[doc(hidden)]
+    fn is_default(&self) -> bool {
+        false
+    }
+}
+
+/// No spawn handler: libblitz starts the worker threads, nothing else runs.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DefaultSpawn;
+
+impl sealed::Sealed for DefaultSpawn {}
+
+impl ThreadSpawn for DefaultSpawn {
+    fn spawn(&mut self, _thread: ThreadBuilder) -> io::Result<()> {
+        Ok(())
+    }
+    fn is_default(&self) -> bool {
+        true
+    }
+}
+
+/// A spawn handler given to [`ThreadPoolBuilder::spawn_handler`].
+#[derive(Debug)]
+pub struct CustomSpawn<F>(F);
+
+impl<F> sealed::Sealed for CustomSpawn<F> where F: FnMut(ThreadBuilder) -> io::Result<()> {}
+
+impl<F> ThreadSpawn for CustomSpawn<F>
+where
+    F: FnMut(ThreadBuilder) -> io::Result<()>,
+{
+    fn spawn(&mut self, thread: ThreadBuilder) -> io::Result<()> {
+        (self.0)(thread)
+    }
+}
+
+type NameFn = Box<dyn FnMut(usize) -> String>;
+
+/// Configures and builds a [`ThreadPool`], or the global pool, as Rayon's
+/// builder does.
+///
+/// ```
+/// let pool = blitz::ThreadPoolBuilder::new()
+///     .num_threads(2)
+///     .thread_name(|i| format!("worker-{}", i))   // "worker-0", "worker-1"
+///     .build()?;
+/// assert_eq!(pool.current_num_threads(), 2);
+/// # Ok::<(), blitz::ThreadPoolBuildError>(())
+/// ```
+pub struct ThreadPoolBuilder<S = DefaultSpawn> {
+    num_threads: usize,
+    get_thread_name: Option<NameFn>,
+    thread_name_prefix: Option<String>,
+    stack_size: Option<usize>,
+    start_handler: Option<Handler>,
+    exit_handler: Option<Handler>,
+    panic_handler: Option<PanicHandler>,
+    breadth_first: bool,
+    spawn_handler: S,
+}
+
+impl Default for ThreadPoolBuilder {
+    fn default() -> Self {
+        ThreadPoolBuilder {
+            num_threads: 0,
+            get_thread_name: None,
+            thread_name_prefix: None,
+            stack_size: None,
+            start_handler: None,
+            exit_handler: None,
+            panic_handler: None,
+            breadth_first: false,
+            spawn_handler: DefaultSpawn,
+        }
+    }
+}
+
+impl ThreadPoolBuilder {
+    /// A builder with the defaults: `BLZ_NUM_THREADS` workers if it holds
+    /// 1..65535, else one per CPU this process may run on; workers named
+    /// "blz-0", "blz-1", ...; no handlers.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a pool whose workers start by calling `wrapper` with their
+    /// [`ThreadBuilder`], on threads of a [`std::thread::scope`], calls
+    /// `with_pool` with the pool, then drops the pool and returns
+    /// `with_pool`'s value once the pool has ended and the threads have
+    /// returned: anything `wrapper` borrows outlives them.
+    ///
+    /// As with every [spawn handler](ThreadPoolBuilder::spawn_handler), the
+    /// pool's work runs on libblitz's own workers, not on the threads that
+    /// call `wrapper`: what `wrapper` sets up around `ThreadBuilder::run`
+    /// (a scoped thread-local) is not seen by that work.
+    ///
+    /// ```
+    /// let total = blitz::ThreadPoolBuilder::new()
+    ///     .num_threads(2)
+    ///     .build_scoped(|thread| thread.run(), |pool| pool.install(|| blitz::join(|| 1, || 2)))?;
+    /// assert_eq!(total, (1, 2));
+    /// # Ok::<(), blitz::ThreadPoolBuildError>(())
+    /// ```
+    pub fn build_scoped<W, F, R>(self, wrapper: W, with_pool: F) -> Result<R, ThreadPoolBuildError>
+    where
+        W: Fn(ThreadBuilder) + Sync,
+        F: FnOnce(&ThreadPool) -> R,
+    {
+        std::thread::scope(|scope| {
+            let wrapper = &wrapper;
+            let pool = self
+                .spawn_handler(|thread| {
+                    let mut builder = std::thread::Builder::new();
+                    if let Some(name) = thread.name() {
+                        builder = builder.name(name.to_string());
+                    }
+                    if let Some(size) = thread.stack_size() {
+                        builder = builder.stack_size(size);
+                    }
+                    builder.spawn_scoped(scope, move || wrapper(thread))?;
+                    Ok(())
+                })
+                .build()?;
+            Ok(with_pool(&pool))
+            // The pool is dropped here; the scope then joins the threads,
+            // whose `run` returns once the pool has ended.
+        })
+    }
+}
+
+impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
+    /// Creates the pool and starts its workers.
+    ///
+    /// Fails when libblitz refuses ([`ThreadPoolBuildError::library_error`]:
+    /// [`Error::InvalidArgument`] for more than 65535 threads, a NUL byte in
+    /// a name or a stack size the platform rejects; [`Error::OutOfMemory`];
+    /// [`Error::ThreadSpawn`]) or when the spawn handler returns an error.
+    /// A name closure that panics makes `build` panic; as in Rayon, the
+    /// workers named before it were started, and are stopped again.
+    pub fn build(self) -> Result<ThreadPool, ThreadPoolBuildError> {
+        self.build_pool()
+    }
+
+    /// Builds the global pool with this configuration, which the free
+    /// functions ([`crate::join()`], [`crate::scope()`], [`crate::spawn()`], ...)
+    /// use on threads that are no workers. Optional: without it the global
+    /// pool is built with the defaults on first use. Works once: afterwards
+    /// (or after that first use) it returns an error.
+    ///
+    /// ```
+    /// // (In a fresh process; this doctest is one.)
+    /// blitz::ThreadPoolBuilder::new().num_threads(2).build_global()?;
+    /// assert_eq!(blitz::current_num_threads(), 2);
+    /// let again = blitz::ThreadPoolBuilder::new().build_global().unwrap_err();
+    /// assert!(again.is_global_pool_already_initialized());
+    /// # Ok::<(), blitz::ThreadPoolBuildError>(())
+    /// ```
+    pub fn build_global(self) -> Result<(), ThreadPoolBuildError> {
+        registry::init_global(self).map(|_| ())
+    }
+}
+
+/// How the per-thread loop of `build_pool` ended before the last thread.
+enum EarlyEnd {
+    NamePanicked(Box<dyn Any + Send>),
+    Failed(ThreadPoolBuildError),
+}
+
+impl<S> ThreadPoolBuilder<S> {
+    /// Sets a custom function for starting threads: it gets a
+    /// [`ThreadBuilder`] for each worker, in index order, and typically
+    /// starts a thread that calls [`ThreadBuilder::run`]. An error from it
+    /// fails the build (the workers handed out before it are stopped).
+    ///
+    /// libblitz starts its workers itself; see [`ThreadBuilder`] for what
+    /// the handler's threads are then for.
+    ///
+    /// ```
+    /// let mut handles = Vec::new();
+    /// let pool = blitz::ThreadPoolBuilder::new()
+    ///     .num_threads(2)
+    ///     .spawn_handler(|thread| {
+    ///         handles.push(std::thread::spawn(move || thread.run()));
+    ///         Ok(())
+    ///     })
+    ///     .build()?;
+    /// assert_eq!(pool.install(|| 6 * 7), 42);
+    /// drop(pool);
+    /// for handle in handles {
+    ///     handle.join().unwrap(); // returns once the pool has ended
+    /// }
+    /// # Ok::<(), blitz::ThreadPoolBuildError>(())
+    /// ```
+    pub fn spawn_handler<F>(self, spawn: F) -> ThreadPoolBuilder<CustomSpawn<F>>
+    where
+        F: FnMut(ThreadBuilder) -> io::Result<()>,
+    {
+        ThreadPoolBuilder {
+            num_threads: self.num_threads,
+            get_thread_name: self.get_thread_name,
+            thread_name_prefix: self.thread_name_prefix,
+            stack_size: self.stack_size,
+            start_handler: self.start_handler,
+            exit_handler: self.exit_handler,
+            panic_handler: self.panic_handler,
+            breadth_first: self.breadth_first,
+            spawn_handler: CustomSpawn(spawn),
+        }
+    }
+
+    /// The number of workers; 0 (the default) means `BLZ_NUM_THREADS` if it
+    /// holds 1..65535, else the number of CPUs this process may run on
+    /// ([`std::thread::available_parallelism`]). More than 65535 makes
+    /// `build` fail with [`Error::InvalidArgument`].
+    pub fn num_threads(mut self, num_threads: usize) -> Self {
+        self.num_threads = num_threads;
+        self
+    }
+
+    /// Names each worker: `closure(index)` is called on the building
+    /// thread, once per worker in index order. The name goes to the OS
+    /// thread (what `ps`, `top` and debuggers show), cut to the 15 bytes
+    /// Linux keeps; `std::thread::current().name()` stays `None` on a
+    /// worker, which libblitz, not Rust's `std`, started.
+    pub fn thread_name<F>(mut self, closure: F) -> Self
+    where
+        F: FnMut(usize) -> String + 'static,
+    {
+        self.get_thread_name = Some(Box::new(closure));
+        self.thread_name_prefix = None;
+        self
+    }
+
+    /// Names the workers "`prefix`-0", "`prefix`-1", ... through libblitz
+    /// (cut to 15 bytes, the prefix giving way to the index).
+    pub fn thread_name_prefix<P: Into<String>>(mut self, prefix: P) -> Self {
+        self.thread_name_prefix = Some(prefix.into());
+        self.get_thread_name = None;
+        self
+    }
+
+    /// Bytes of stack per worker (the platform's default if not set).
+    pub fn stack_size(mut self, stack_size: usize) -> Self {
+        self.stack_size = Some(stack_size);
+        self
+    }
+
+    /// Runs on each worker, with its index, before its first job. A panic
+    /// in it goes to the [panic handler](ThreadPoolBuilder::panic_handler).
+    /// It may run before `build` has returned: [`crate::current_thread_index`]
+    /// and [`crate::current_num_threads`] already describe this pool, but
+    /// work it starts with the free functions ([`crate::join()`],
+    /// [`crate::spawn()`], ...) goes to the global pool, since this pool
+    /// cannot be reached yet.
+    pub fn start_handler<H>(mut self, handler: H) -> Self
+    where
+        H: Fn(usize) + Send + Sync + 'static,
+    {
+        self.start_handler = Some(Box::new(handler));
+        self
+    }
+
+    /// Runs on each worker, with its index, after its last job, once the
+    /// pool was dropped and its work has finished. A panic in it goes to
+    /// the [panic handler](ThreadPoolBuilder::panic_handler).
+    pub fn exit_handler<H>(mut self, handler: H) -> Self
+    where
+        H: Fn(usize) + Send + Sync + 'static,
+    {
+        self.exit_handler = Some(Box::new(handler));
+        self
+    }
+
+    /// Takes the panics nobody else can: of a detached [`ThreadPool::spawn`]
+    /// (and `spawn_fifo`, free [`crate::spawn()`] on this pool's workers), of
+    /// each call of a `spawn_broadcast`, and of the start and exit handlers.
+    /// It may run on several workers at once. Without it such a panic
+    /// aborts the process, as does a panic of the handler itself.
+    pub fn panic_handler<H>(mut self, handler: H) -> Self
+    where
+        H: Fn(Box<dyn Any + Send>) + Send + Sync + 'static,
+    {
+        self.panic_handler = Some(Box::new(handler));
+        self
+    }
+
+    /// Deprecated in Rayon (use [`ThreadPool::spawn_fifo`] and
+    /// [`crate::scope_fifo`]). Here: the pool's `spawn` and `Scope::spawn`
+    /// queue as their FIFO forms do; `join` is unchanged.
+    #[deprecated(note = "use `scope_fifo` and `spawn_fifo` for similar effect")]
+    pub fn breadth_first(mut self) -> Self {
+        self.breadth_first = true;
+        self
+    }
+
+    fn resolved_num_threads(&self) -> usize {
+        if self.num_threads != 0 {
+            return self.num_threads;
+        }
+        // As libblitz reads it: decimal digits only, 1..65535.
+        if let Ok(text) = std::env::var("BLZ_NUM_THREADS") {
+            if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                if let Ok(n) = text.parse::<usize>() {
+                    if (1..=sys::BLZ_MAX_THREADS as usize).contains(&n) {
+                        return n;
+                    }
+                }
+            }
+        }
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1)
+    }
+}
+
+impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
+    fn build_pool(mut self) -> Result<ThreadPool, ThreadPoolBuildError> {
+        let num_threads = self.resolved_num_threads();
+        if num_threads > sys::BLZ_MAX_THREADS as usize {
+            return Err(Error::InvalidArgument.into());
+        }
+        let prefix = match &self.thread_name_prefix {
+            Some(prefix) => Some(CString::new(prefix.as_str()).map_err(|_| Error::InvalidArgument)?),
+            None => None,
+        };
+        let stop = Arc::new(StopSignal::default());
+
+        // Per worker, in order, as Rayon does: its name, then the spawn
+        // handler. Stopping early at worker k leaves workers 0..k to start
+        // (and to stop again at once), as in Rayon.
+        let mut names = Vec::new();
+        let mut started = num_threads;
+        let mut early = None;
+        let needs_loop = self.get_thread_name.is_some() || !self.spawn_handler.is_default();
+        for index in 0..if needs_loop { num_threads } else { 0 } {
+            let name = match &mut self.get_thread_name {
+                Some(name_of) => match panic::catch_unwind(AssertUnwindSafe(|| name_of(index))) {
+                    Ok(name) => Some(name),
+                    Err(payload) => {
+                        started = index;
+                        early = Some(EarlyEnd::NamePanicked(payload));
+                        break;
+                    }
+                },
+                None => prefix.as_ref().map(|p| format!("{}-{}", p.to_string_lossy(), index)),
+            };
+            if self.get_thread_name.is_some() {
+                match name.as_deref().map(os_thread_name) {
+                    Some(Some(os_name)) => names.push(os_name),
+                    _ => {
+                        started = index;
+                        early = Some(EarlyEnd::Failed(Error::InvalidArgument.into()));
+                        break;
+                    }
+                }
+            }
+            let thread = ThreadBuilder { index, name, stack_size: self.stack_size, stop: Arc::clone(&stop) };
+            if let Err(error) = self.spawn_handler.spawn(thread) {
+                started = index;
+                early = Some(EarlyEnd::Failed(ThreadPoolBuildError { kind: BuildErrorKind::Io(error) }));
+                break;
+            }
+        }
+        names.truncate(started);
+
+        let pool = if started > 0 {
+            let registry = Registry::new(RegistryParts {
+                num_threads: started,
+                start_handler: self.start_handler.take(),
+                exit_handler: self.exit_handler.take(),
+                panic_handler: self.panic_handler.take(),
+                names,
+                breadth_first: self.breadth_first,
+                stop: Arc::clone(&stop),
+            });
+            match create(registry, started, self.stack_size.unwrap_or(0), prefix.as_ref()) {
+                Ok(pool) => Some(pool),
+                Err(error) => {
+                    stop.set();
+                    return Err(error.into());
+                }
+            }
+        } else {
+            stop.set(); // no worker will ever run: the ThreadBuilders' `run` returns
+            None
+        };
+        match early {
+            None => Ok(pool.expect("a pool of at least one worker")),
+            Some(end) => {
+                drop(pool); // the workers started so far stop in the background
+                match end {
+                    EarlyEnd::NamePanicked(payload) => panic::resume_unwind(payload),
+                    EarlyEnd::Failed(error) => Err(error),
+                }
+            }
+        }
+    }
+}
+
+/// A name as the OS thread gets it: at most 15 bytes (Linux keeps no
+/// more), cut at a character boundary; None if it holds a NUL byte.
+fn os_thread_name(name: &str) -> Option<CString> {
+    let mut end = name.len().min(15);
+    while !name.is_char_boundary(end) {
+        end -= 1;
+    }
+    CString::new(&name[..end]).ok()
+}
+
+/// `blz_pool_create` for a registry; the pool's hooks hold an `Arc` of it
+/// until `on_destroyed`.
+fn create(
+    registry: Registry,
+    num_threads: usize,
+    stack_size: usize,
+    prefix: Option<&CString>,
+) -> Result<ThreadPool, Error> {
+    let registry = Arc::new(registry);
+    let hooks_ref = Arc::into_raw(Arc::clone(&registry));
+    // SAFETY: the config is initialised by the library, then filled with
+    // values that live until blz_pool_create returns (the name is copied);
+    // `hooks_ref` stays valid until on_destroyed gives it up (or below).
+    unsafe {
+        let mut config = std::mem::MaybeUninit::<sys::blz_pool_config>::zeroed().assume_init();
+        sys::blz_pool_config_init(&mut config);
+        config.num_threads = u32::try_from(num_threads).unwrap_or(u32::MAX);
+        config.stack_size = stack_size;
+        config.thread_name = prefix.map_or(ptr::null(), |p| p.as_ptr());
+        config.on_thread_start = Some(on_thread_start);
+        config.on_thread_stop = Some(on_thread_stop);
+        config.user = hooks_ref as *mut c_void;
+        let mut raw = ptr::null_mut();
+        if let Err(error) = Error::check(sys::blz_pool_create(&config, &mut raw)) {
+            // The workers already started have stopped: nobody uses the hooks' Arc.
+            drop(Arc::from_raw(hooks_ref));
+            return Err(error);
+        }
+        registry.publish(raw);
+        Ok(ThreadPool::from_parts(registry, raw, hooks_ref))
+    }
+}
+
+impl<S> fmt::Debug for ThreadPoolBuilder<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ThreadPoolBuilder")
+            .field("num_threads", &self.num_threads)
+            .field("thread_name", &self.get_thread_name.is_some())
+            .field("thread_name_prefix", &self.thread_name_prefix)
+            .field("stack_size", &self.stack_size)
+            .field("start_handler", &self.start_handler.is_some())
+            .field("exit_handler", &self.exit_handler.is_some())
+            .field("panic_handler", &self.panic_handler.is_some())
+            .field("breadth_first", &self.breadth_first)
+            .finish()
+    }
+}
+
+/// Rayon's deprecated configuration type: a [`ThreadPoolBuilder`] behind
+/// the old names.
+#[deprecated(note = "Use `ThreadPoolBuilder`")]
+#[derive(Default)]
+pub struct Configuration {
+    builder: ThreadPoolBuilder,
+}
+
+#[allow(deprecated)]
+impl Configuration {
+    /// A configuration with the defaults.
+    pub fn new() -> Configuration {
+        Configuration::default()
+    }
+
+    /// [`ThreadPoolBuilder::build`].
+    pub fn build(self) -> Result<ThreadPool, Box<dyn StdError + 'static>> {
+        self.builder.build().map_err(Box::from)
+    }
+
+    /// [`ThreadPoolBuilder::thread_name`].
+    pub fn thread_name<F>(mut self, closure: F) -> Self
+    where
+        F: FnMut(usize) -> String + 'static,
+    {
+        self.builder = self.builder.thread_name(closure);
+        self
+    }
+
+    /// [`ThreadPoolBuilder::num_threads`].
+    pub fn num_threads(mut self, num_threads: usize) -> Configuration {
+        self.builder = self.builder.num_threads(num_threads);
+        self
+    }
+
+    /// [`ThreadPoolBuilder::panic_handler`].
+    pub fn panic_handler<H>(mut self, panic_handler: H) -> Configuration
+    where
+        H: Fn(Box<dyn Any + Send>) + Send + Sync + 'static,
+    {
+        self.builder = self.builder.panic_handler(panic_handler);
+        self
+    }
+
+    /// [`ThreadPoolBuilder::stack_size`].
+    pub fn stack_size(mut self, stack_size: usize) -> Self {
+        self.builder = self.builder.stack_size(stack_size);
+        self
+    }
+
+    /// [`ThreadPoolBuilder::breadth_first`].
+    pub fn breadth_first(mut self) -> Self {
+        self.builder = self.builder.breadth_first();
+        self
+    }
+
+    /// [`ThreadPoolBuilder::start_handler`].
+    pub fn start_handler<H>(mut self, start_handler: H) -> Configuration
+    where
+        H: Fn(usize) + Send + Sync + 'static,
+    {
+        self.builder = self.builder.start_handler(start_handler);
+        self
+    }
+
+    /// [`ThreadPoolBuilder::exit_handler`].
+    pub fn exit_handler<H>(mut self, exit_handler: H) -> Configuration
+    where
+        H: Fn(usize) + Send + Sync + 'static,
+    {
+        self.builder = self.builder.exit_handler(exit_handler);
+        self
+    }
+
+    pub(crate) fn into_builder(self) -> ThreadPoolBuilder {
+        self.builder
+    }
+}
+
+#[allow(deprecated)]
+impl fmt::Debug for Configuration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.builder.fmt(f)
+    }
+}
+
+/// Rayon's deprecated [`ThreadPoolBuilder::build_global`].
+#[deprecated(note = "use `ThreadPoolBuilder::build_global`")]
+#[allow(deprecated)]
+pub fn initialize(config: Configuration) -> Result<(), Box<dyn StdError>> {
+    config.into_builder().build_global().map_err(Box::from)
+}
