@@ -115,6 +115,24 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 #define BLZ_GROUP_CANCEL_ON_FAILURE 1u
 
 /**
+ * blz_spawn_options flag (0.2): the task goes to the pool's high-priority
+ * queue, which every worker looking for work searches before the queue of
+ * normal tasks (from any thread, also from one of the pool's own workers:
+ * such a task does not go onto that worker's deque). A worker that finishes
+ * a job looks there before it takes its next injected task.
+ *
+ * Not promised: a running job is never preempted; the fork-join halves and
+ * normal spawned tasks already in workers' deques are not reordered (a
+ * worker runs the high-priority task before it takes another job from
+ * them, but one that is inside a job finishes that job's own forks first
+ * when it runs them inline); among high-priority tasks the order is the
+ * queue's (first in, first taken), and a blz_broadcast call still comes
+ * first. On a pool capped by blz_pool_set_max_active, the task waits for
+ * an active worker like any other.
+ */
+#define BLZ_SPAWN_HIGH_PRIORITY 1u
+
+/**
  * How blz_spawn_ex spawns a task (0.2). Initialise with
  * blz_spawn_options_init, then change the fields you need; the options are
  * read only during the call.
@@ -122,7 +140,7 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 typedef struct blz_spawn_options {
     /** sizeof(blz_spawn_options); set by blz_spawn_options_init. */
     uint32_t struct_size;
-    /** 0 (no flag is defined yet); any other bit gives BLZ_EINVAL. */
+    /** 0, or BLZ_SPAWN_HIGH_PRIORITY; any other bit gives BLZ_EINVAL. */
     uint32_t flags;
     /** NULL, or the group the task belongs to: the group's waits count it and its cancel skips it. */
     blz_group *group;
@@ -151,19 +169,41 @@ typedef struct blz_pool_config {
     blz_thread_fn on_thread_stop;
     /** Passed to both hooks. */
     void *user;
+    /**
+     * (0.2) NULL: workers are not pinned, unless BLZ_CPU_LIST in the
+     * environment holds a list (an empty one counts as unset). Else a Linux
+     * CPU list, the syntax of `taskset -c` and /sys/devices/system/cpu/online:
+     * comma-separated CPU numbers and ranges, "0-3,8-11" (no spaces, a range
+     * low-high with low <= high, a CPU may repeat). Worker i is pinned to
+     * the (i mod length)-th CPU of the list. Every CPU must be in the
+     * calling thread's affinity mask (sched_getaffinity) when the pool is
+     * created. With num_threads 0 the pool has one worker per entry of the
+     * list (BLZ_NUM_THREADS is then ignored). Read only during the call.
+     */
+    const char *cpu_list;
 } blz_pool_config;
 
 /**
- * A snapshot of a pool's counters, filled by blz_pool_stats. Counters are
- * summed over workers without stopping them, so a snapshot taken while the
- * pool runs may mix moments a few nanoseconds apart.
+ * A snapshot of a pool's counters, filled by blz_pool_stats, or of one
+ * worker's, filled by blz_worker_stats. Counters are summed over workers
+ * without stopping them, so a snapshot taken while the pool runs may mix
+ * moments a few nanoseconds apart.
+ *
+ * A worker's time is in three phases that add up to its life so far:
+ * searching (looking for work without a job to run: between jobs, or
+ * inside a join whose other half runs elsewhere), sleeping (blocked,
+ * waiting for work or for the cap of blz_pool_set_max_active to rise) and
+ * running (everything else: jobs, fork-join halves run inline, hooks).
+ * Clocks are read only when a worker goes idle or busy, never per job.
+ * Utilisation over an interval: the difference of run_ns between two
+ * snapshots divided by the difference of the three sums.
  */
 typedef struct blz_stats {
     /** Set by the caller to sizeof(blz_stats). */
     uint32_t struct_size;
     /** Workers in the pool. */
     uint32_t num_threads;
-    /** Workers blocked right now. */
+    /** Workers blocked right now (waiting for work, or held back by the cap of blz_pool_set_max_active). */
     uint32_t sleeping_now;
     /** Workers not running a job right now (searching or sleeping). */
     uint32_t inactive_now;
@@ -192,6 +232,12 @@ typedef struct blz_stats {
      * or a broadcast call that failed counts exactly once.
      */
     uint64_t tasks_failed;
+    /** (0.2) Nanoseconds the workers spent running (see above). */
+    uint64_t run_ns;
+    /** (0.2) Nanoseconds the workers spent searching for work. */
+    uint64_t search_ns;
+    /** (0.2) Nanoseconds the workers spent blocked. */
+    uint64_t sleep_ns;
 } blz_stats;
 
 /**
@@ -229,8 +275,10 @@ BLZ_API void blz_pool_config_init(blz_pool_config *config);
  * @param out_pool   receives the pool; untouched on failure.
  * @return BLZ_OK;
  *         BLZ_EINVAL if out_pool is NULL, config->struct_size is too small,
- *         config->num_threads is above BLZ_MAX_THREADS or stack_size is
- *         rejected by the platform;
+ *         config->num_threads is above BLZ_MAX_THREADS, stack_size is
+ *         rejected by the platform, or the CPU list (config->cpu_list, else
+ *         BLZ_CPU_LIST) is malformed, names a CPU outside the caller's
+ *         affinity mask or has more than BLZ_MAX_THREADS entries (0.2);
  *         BLZ_ENOMEM if memory ran out;
  *         BLZ_ETHREAD if the OS refused a worker thread. On every failure
  *         the threads already started are stopped and nothing leaks.
@@ -719,6 +767,69 @@ BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg);
  *         on_destroyed(done_arg, BLZ_EFORK) is called before this returns.
  */
 BLZ_API blz_status blz_pool_release(blz_pool *pool, blz_done_fn on_destroyed, void *done_arg);
+
+/* ---- 0.2: operating a pool (the cap on active workers, per-worker statistics) ---- */
+
+/**
+ * Caps the number of active workers: from now on at most n of the pool's
+ * workers run jobs at once; the others sleep, and wake-ups go only to
+ * workers within the cap. 0 lifts the cap (all workers may run). (0.2)
+ *
+ * What the cap counts: a worker is active from the moment it takes a job
+ * (from its deque, another worker's or the pool's queues) while it is not
+ * inside a job, until it is back between jobs and finds the pool over the
+ * cap; everything it does inside that job counts as that one worker: the
+ * jobs it runs while it waits in a join (helping), and the time it blocks
+ * there. Threads outside the pool never run the pool's jobs (blz_call and
+ * friends hand them to a worker), so they are never counted. Not capped:
+ * a blz_broadcast call runs on every worker, and the thread hooks.
+ *
+ * Lowering the cap takes effect as running jobs finish: no job is
+ * interrupted, and a worker already taking a job when the call is made may
+ * still start it. Raising it wakes the workers held back. Nothing accepted
+ * is lost or delayed for ever: the queued work is run by the active
+ * workers, as in a pool of n workers (so, as there, work that blocks
+ * outside the runtime until other queued work runs can wait for ever when
+ * n is smaller than what it needs).
+ *
+ * Any thread, including the pool's own workers; calls may race, the last
+ * one to store its cap wins.
+ *
+ * @param pool the pool.
+ * @param n    the most workers running jobs at once; 0 or a value at least
+ *             blz_pool_num_threads(pool): no cap.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool is NULL;
+ *         BLZ_ESHUTDOWN if called from outside once blz_pool_destroy has begun
+ *         (the pool lifts the cap itself while it is destroyed);
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_pool_set_max_active(blz_pool *pool, uint32_t n);
+
+/**
+ * Fills the fields of out_stats that fit in out_stats->struct_size with one
+ * worker's counters, as blz_pool_stats does for the pool: the pool's
+ * snapshot is the sum of its workers' (taken at slightly different
+ * moments). (0.2)
+ *
+ * In a worker's snapshot num_threads is 1; sleeping_now and inactive_now
+ * are 1 or 0 (this worker is blocked; searching or blocked); jobs_executed,
+ * steals, sleeps, wakeups, spurious_wakeups, sleep_aborts and the three
+ * times are this worker's own; jobs_injected and tasks_failed are counted
+ * for the pool only and are 0 here.
+ *
+ * Any thread.
+ *
+ * @param pool         the pool.
+ * @param worker_index 0 .. blz_pool_num_threads(pool) - 1.
+ * @param out_stats    receives the snapshot; its struct_size says how much of it.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool or out_stats is NULL, struct_size is smaller
+ *         than 4 or worker_index is not a worker of the pool;
+ *         BLZ_ESHUTDOWN if called from outside the pool once blz_pool_destroy has begun;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_worker_stats(const blz_pool *pool, uint32_t worker_index, blz_stats *out_stats);
 
 #ifdef __cplusplus
 }

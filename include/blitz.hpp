@@ -808,6 +808,12 @@ struct pool_options {
      * pool's destruction); empty: none. An exception it throws is ignored.
      */
     std::function<void(std::uint32_t worker_index)> on_thread_stop;
+    /**
+     * (0.2) CPUs to pin the workers to, a Linux CPU list ("0-3,8-11"):
+     * worker i on the i-th CPU, cycling; with num_threads 0, one worker per
+     * entry. Empty: BLZ_CPU_LIST if set, else no pinning (blz_pool_config::cpu_list).
+     */
+    std::string cpu_list;
 };
 
 /**
@@ -885,6 +891,30 @@ public:
     }
 
     /**
+     * One worker's counters and times (blz_worker_stats); the pool's
+     * stats() are their sum.
+     * @param worker_index 0 .. num_threads() - 1.
+     * @return the counters, every field filled.
+     * @throws error BLZ_EINVAL for an empty pool or an unknown index, BLZ_ESHUTDOWN, BLZ_EFORK.
+     */
+    blz_stats worker_stats(std::uint32_t worker_index) const {
+        blz_stats out{};
+        out.struct_size = sizeof(out);
+        detail::check(blz_worker_stats(pool_.get(), worker_index, &out), "blz::pool::worker_stats");
+        return out;
+    }
+
+    /**
+     * At most n workers run jobs at once from now on; 0 lifts the cap
+     * (blz_pool_set_max_active: what the cap counts, and when it takes effect).
+     * @param n the most active workers; 0: all.
+     * @throws error BLZ_EINVAL for an empty pool, BLZ_ESHUTDOWN, BLZ_EFORK.
+     */
+    void set_max_active(std::uint32_t n) {
+        detail::check(blz_pool_set_max_active(pool_.get(), n), "blz::pool::set_max_active");
+    }
+
+    /**
      * Runs f() and g(), possibly in parallel, and returns both values
      * (blz_fork_join: on a worker, f runs inline and g waits for a thief;
      * from another thread the pair first moves into the pool).
@@ -949,6 +979,21 @@ public:
     }
 
     /**
+     * spawn(f) with BLZ_SPAWN_HIGH_PRIORITY: every worker looking for work
+     * takes it before any normal queued task, also when spawned from a
+     * worker (it does not go onto that worker's deque). Running jobs are
+     * not preempted (blitz.h has what is not promised).
+     *
+     * @param f a callable taking no arguments, called once as an rvalue.
+     * @return the task, as spawn(f) returns it.
+     * @throws error as spawn(f).
+     */
+    template <class F>
+    task<detail::result_t<std::decay_t<F>>> spawn_high_priority(F &&f) {
+        return spawn_flagged(std::forward<F>(f), detail::no_callback(), BLZ_SPAWN_HIGH_PRIORITY);
+    }
+
+    /**
      * spawn(f), with a completion callback (blz_spawn_ex's on_done).
      *
      * on_done(status, error) is called exactly once, on the worker that
@@ -973,6 +1018,13 @@ public:
      */
     template <class F, class Done>
     task<detail::result_t<std::decay_t<F>>> spawn(F &&f, Done &&on_done) {
+        return spawn_flagged(std::forward<F>(f), std::forward<Done>(on_done), 0);
+    }
+
+private:
+    // spawn(f, on_done) with blz_spawn_options flags.
+    template <class F, class Done>
+    task<detail::result_t<std::decay_t<F>>> spawn_flagged(F &&f, Done &&on_done, std::uint32_t flags) {
         static_assert(std::is_invocable_v<std::decay_t<Done>, blz_status, const std::exception_ptr &>,
                       "blz::pool::spawn: on_done must be callable as on_done(blz_status, std::exception_ptr)");
         using R = detail::result_t<std::decay_t<F>>;
@@ -982,10 +1034,13 @@ public:
         blz_spawn_options_init(&options);
         options.on_done = &state::done;  // where the C API's reference to the state ends
         options.done_arg = owned.get();
+        options.flags = flags;
         blz_task *handle = nullptr;
         detail::check(blz_spawn_ex(pool_.get(), &state::run, owned.get(), &options, &handle), "blz::pool::spawn");
         return task<R>(handle, typename task<R>::state_ptr(owned.release()));
     }
+
+public:
 
     /**
      * Calls body(lo, hi) on disjoint sub-ranges that cover [begin, end)
@@ -1070,6 +1125,7 @@ private:
         config.num_threads = options.num_threads;
         config.stack_size = options.stack_size;
         if (!options.thread_name.empty()) config.thread_name = options.thread_name.c_str();
+        if (!options.cpu_list.empty()) config.cpu_list = options.cpu_list.c_str();
         std::unique_ptr<detail::pool_hooks> hooks;
         if (options.on_thread_start || options.on_thread_stop) {
             hooks = std::make_unique<detail::pool_hooks>();

@@ -24,10 +24,12 @@ namespace {
 
 // The size of blz_pool_config in version 0.1: the smallest struct_size accepted.
 constexpr uint32_t kConfigSizeV01 = offsetof(blz_pool_config, user) + sizeof(void *);
+// With 0.2's cpu_list: a caller whose struct_size is smaller gets no pinning from its config.
+constexpr uint32_t kConfigSizeV02 = offsetof(blz_pool_config, cpu_list) + sizeof(const char *);
 // The size of blz_spawn_options in version 0.2, where it appeared.
 constexpr uint32_t kSpawnOptionsSizeV02 = offsetof(blz_spawn_options, done_arg) + sizeof(void *);
 // The flags each version knows; any other bit is refused.
-constexpr uint32_t kKnownSpawnFlags = 0;
+constexpr uint32_t kKnownSpawnFlags = BLZ_SPAWN_HIGH_PRIORITY;
 constexpr uint32_t kKnownGroupFlags = BLZ_GROUP_CANCEL_ON_FAILURE;
 
 Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }
@@ -55,6 +57,29 @@ size_t stats_prefix(uint32_t size) {
     return head + (size - head) / sizeof(uint64_t) * sizeof(uint64_t);
 }
 
+// blz_pool_stats and blz_worker_stats: checks, admission, and the prefix
+// of the snapshot that fits the caller's struct. `fill` returns a status.
+template <class Fill>
+blz_status fill_stats_admitted(const blz_pool *pool, blz_stats *out_stats, Fill fill) {
+    if (pool == nullptr || out_stats == nullptr || out_stats->struct_size < sizeof(uint32_t)) {
+        return BLZ_EINVAL;
+    }
+    // Admitted like any call, so that a concurrent destroy keeps the
+    // workers (whose counters are read) alive until we are done.
+    Registry *registry = const_cast<Registry *>(registry_of(pool));
+    if (registry->forked()) return BLZ_EFORK;
+    blz_status status = registry->enter();
+    if (status != BLZ_OK) return status;
+    blz_stats full;
+    std::memset(&full, 0, sizeof(full));
+    status = fill(*registry, full);
+    registry->leave();
+    if (status != BLZ_OK) return status;
+    full.struct_size = out_stats->struct_size;
+    std::memcpy(out_stats, &full, stats_prefix(out_stats->struct_size));
+    return BLZ_OK;
+}
+
 // blz_spawn_ex's options as the library uses them, checked against `pool`.
 blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, blz::SpawnOptions &out) {
     if (opts == nullptr) return BLZ_OK;
@@ -67,6 +92,7 @@ blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, bl
     out.group = group_of(opts->group);
     out.on_done = opts->on_done;
     out.done_arg = opts->done_arg;
+    out.high_priority = (opts->flags & BLZ_SPAWN_HIGH_PRIORITY) != 0;
     return BLZ_OK;
 }
 
@@ -175,7 +201,8 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
     blz_pool_config_init(&effective);
     if (config != nullptr) {
         if (config->struct_size < kConfigSizeV01) return BLZ_EINVAL;
-        std::memcpy(&effective, config, kConfigSizeV01);  // the fields this version knows
+        // The fields both the caller's version and this one know; the rest keep their defaults.
+        std::memcpy(&effective, config, config->struct_size >= kConfigSizeV02 ? kConfigSizeV02 : kConfigSizeV01);
         effective.struct_size = sizeof(effective);
     }
     if (effective.num_threads > BLZ_MAX_THREADS) return BLZ_EINVAL;
@@ -201,21 +228,29 @@ BLZ_API int32_t blz_worker_index(const blz_pool *pool) {
 }
 
 BLZ_API blz_status blz_pool_stats(const blz_pool *pool, blz_stats *out_stats) {
-    if (pool == nullptr || out_stats == nullptr || out_stats->struct_size < sizeof(uint32_t)) {
-        return BLZ_EINVAL;
-    }
-    // Admitted like any call, so that a concurrent destroy keeps the
-    // workers (whose counters are read) alive until we are done.
-    Registry *registry = const_cast<Registry *>(registry_of(pool));
-    if (registry->forked()) return BLZ_EFORK;
-    blz_status status = registry->enter();
+    return fill_stats_admitted(pool, out_stats, [](const Registry &registry, blz_stats &full) {
+        registry.fill_stats(full);
+        return BLZ_OK;
+    });
+}
+
+BLZ_API blz_status blz_worker_stats(const blz_pool *pool, uint32_t worker_index, blz_stats *out_stats) {
+    return fill_stats_admitted(pool, out_stats, [worker_index](const Registry &registry, blz_stats &full) {
+        if (worker_index >= registry.num_threads()) return BLZ_EINVAL;
+        registry.fill_worker_stats(worker_index, full);
+        return BLZ_OK;
+    });
+}
+
+BLZ_API blz_status blz_pool_set_max_active(blz_pool *pool, uint32_t n) {
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
     if (status != BLZ_OK) return status;
-    blz_stats full;
-    std::memset(&full, 0, sizeof(full));
-    registry->fill_stats(full);
+    // Admitted: the unparking touches the workers, which destroy frees.
+    status = registry->enter();
+    if (status != BLZ_OK) return status;
+    registry->set_max_active(n);
     registry->leave();
-    full.struct_size = out_stats->struct_size;
-    std::memcpy(out_stats, &full, stats_prefix(out_stats->struct_size));
     return BLZ_OK;
 }
 

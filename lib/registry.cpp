@@ -84,19 +84,29 @@ uint32_t cpus_in_affinity_mask() {
 
 }  // namespace
 
+// Adds one worker's phase times to a snapshot's.
+static void add_times(blz_stats &stats, const PhaseTimes &times) {
+    stats.run_ns += times.ns[static_cast<uint32_t>(Phase::kRunning)];
+    stats.search_ns += times.ns[static_cast<uint32_t>(Phase::kSearching)];
+    stats.sleep_ns += times.ns[static_cast<uint32_t>(Phase::kSleeping)];
+}
+
 uint32_t resolve_num_threads(uint32_t requested) {
     if (requested != 0) return requested;
     uint32_t from_env = num_threads_from_environment();
     return from_env != 0 ? from_env : cpus_in_affinity_mask();
 }
 
-Registry::Registry(uint32_t num_threads, const blz_pool_config &config)
-    : num_threads_(num_threads),
-      cpus_(std::min(num_threads, cpus_in_affinity_mask())),
+Registry::Registry(uint32_t num_threads, const blz_pool_config &config, CpuList &&cpu_list)
+    : cpu_list_(std::move(cpu_list)),
+      num_threads_(num_threads),
+      // Pinned workers can run at once on as many CPUs as their list has.
+      cpus_(std::min(num_threads, cpu_list_.empty() ? cpus_in_affinity_mask() : cpu_list_.distinct())),
       fork_generation_(g_fork_generation.load(std::memory_order_relaxed)),
       on_thread_start_(config.on_thread_start),
       on_thread_stop_(config.on_thread_stop),
-      hook_user_(config.user) {
+      hook_user_(config.user),
+      cap_(num_threads) {
     (void)g_atfork_registered;
     const char *prefix = config.thread_name != nullptr ? config.thread_name : "blz";
     std::snprintf(name_prefix_, sizeof(name_prefix_), "%s", prefix);
@@ -105,8 +115,15 @@ Registry::Registry(uint32_t num_threads, const blz_pool_config &config)
 Registry::~Registry() { BLZ_FAULT_POINT(kRegistryFreed, this); }
 
 blz_status Registry::create(const blz_pool_config &config, Registry **out) {
-    uint32_t num_threads = resolve_num_threads(config.num_threads);
-    Registry *registry = new (std::nothrow) Registry(num_threads, config);
+    CpuList cpu_list;
+    if (const char *text = cpu_list_text(config.cpu_list)) {
+        blz_status parsed = cpu_list.parse(text);
+        if (parsed != BLZ_OK) return parsed;
+    }
+    // A CPU list sets the default size: one worker per entry.
+    uint32_t num_threads = config.num_threads == 0 && !cpu_list.empty() ? cpu_list.size()
+                                                                        : resolve_num_threads(config.num_threads);
+    Registry *registry = new (std::nothrow) Registry(num_threads, config, std::move(cpu_list));
     if (registry == nullptr) return BLZ_ENOMEM;
     if (!registry->sleep_.init(num_threads) || !registry->allocate_workers()) {
         registry->free_workers();
@@ -160,7 +177,9 @@ blz_status Registry::start_workers(size_t stack_size) {
     blz_status status = BLZ_OK;
     if (stack_size != 0 && pthread_attr_setstacksize(&attr, stack_size) != 0) status = BLZ_EINVAL;
     for (uint32_t i = 0; status == BLZ_OK && i < num_threads_; ++i) {
-        if (create_worker_thread(&workers_[i].thread(), &attr, &workers_[i], i) != 0) {
+        if (!cpu_list_.pin(attr, i)) {
+            status = BLZ_ETHREAD;  // the CPU was checked against the mask: the platform refused
+        } else if (create_worker_thread(&workers_[i].thread(), &attr, &workers_[i], i) != 0) {
             status = BLZ_ETHREAD;
         } else {
             started_ = i + 1;
@@ -235,8 +254,21 @@ void Registry::inject(QueuedJob *job) {
     sleep_.new_shared_jobs(1, [was_empty] { return was_empty; });
 }
 
+void Registry::inject_urgent(QueuedJob *job) {
+    // A shared job like any injected one (the same post and fence); the
+    // sleepers' final check looks at both injectors.
+    bool was_empty = urgent_injector_.push(job);
+    sleep_.new_shared_jobs(1, [was_empty] { return was_empty; });
+}
+
+void Registry::set_max_active(uint32_t n) {
+    cap_.set(n);
+    // Every parked worker checks the cap again (Worker::unpark has the fence).
+    for (uint32_t i = 0; i < num_threads_; ++i) workers_[i].unpark();
+}
+
 bool Registry::has_shared_jobs() const {
-    if (injector_.has_jobs()) return true;
+    if (urgent_injector_.has_jobs() || injector_.has_jobs()) return true;
     for (uint32_t i = 0; i < num_threads_; ++i) {
         if (workers_[i].offers_tasks()) return true;
     }
@@ -252,7 +284,7 @@ void Registry::shut_down() {
         drained.wait();
     }
     // [A2] every queue is empty: stop the workers.
-    for (uint32_t i = 0; i < started_; ++i) workers_[i].terminate_latch().set();
+    for (uint32_t i = 0; i < started_; ++i) workers_[i].terminate();
     // pthread_join is a cancellation point; a destroy cancelled there would
     // leave the pool half taken down. No libblitz call is one (blitz.h).
     int cancel_state = PTHREAD_CANCEL_ENABLE;
@@ -295,16 +327,38 @@ void Registry::fill_stats(blz_stats &stats) const {
     stats.inactive_now = counters.inactive();
     stats.jobs_executed = 0;
     stats.steals = 0;
+    stats.run_ns = stats.search_ns = stats.sleep_ns = 0;
     for (uint32_t i = 0; i < num_threads_; ++i) {
         stats.jobs_executed += workers_[i].jobs_executed();
         stats.steals += workers_[i].steals();
+        add_times(stats, workers_[i].phase_times());
+        // Parked workers (the cap) are blocked too, outside the sleep counters.
+        const uint32_t parked = workers_[i].parked() ? 1 : 0;
+        stats.sleeping_now += parked;
+        stats.inactive_now += parked;
     }
-    stats.jobs_injected = injector_.pushed();
+    stats.jobs_injected = injector_.pushed() + urgent_injector_.pushed();
     stats.sleeps = sleep_stats.sleeps;
     stats.wakeups = sleep_stats.wakeups;
     stats.spurious_wakeups = sleep_stats.spurious_wakeups;
     stats.sleep_aborts = sleep_stats.sleep_aborts;
     stats.tasks_failed = tasks_failed_.load(std::memory_order_relaxed);
+}
+
+void Registry::fill_worker_stats(uint32_t index, blz_stats &stats) const {
+    const Worker &worker = workers_[index];
+    const Sleep<>::Stats sleep_stats = sleep_.stats_of(index);
+    const PhaseTimes times = worker.phase_times();
+    stats.num_threads = 1;
+    stats.sleeping_now = times.current == Phase::kSleeping ? 1 : 0;
+    stats.inactive_now = times.current != Phase::kRunning ? 1 : 0;
+    stats.jobs_executed = worker.jobs_executed();
+    stats.steals = worker.steals();
+    stats.sleeps = sleep_stats.sleeps;
+    stats.wakeups = sleep_stats.wakeups;
+    stats.spurious_wakeups = sleep_stats.spurious_wakeups;
+    stats.sleep_aborts = sleep_stats.sleep_aborts;
+    add_times(stats, times);
 }
 
 }  // namespace blz

@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <pthread.h>
 
+#include "active_cap.hpp"
 #include "admission.hpp"
 #include "blitz.h"
 #include "injector.hpp"
 #include "job_memory.hpp"
 #include "job.hpp"
+#include "placement.hpp"
 #include "sleep.hpp"
 
 namespace blz {
@@ -47,6 +49,10 @@ public:
     Worker &worker(uint32_t index) const;
     Sleep<> &sleep() { return sleep_; }
     Injector<QueuedJob> &injector() { return injector_; }
+    // BLZ_SPAWN_HIGH_PRIORITY tasks: searched before injector() by every worker.
+    Injector<QueuedJob> &urgent_injector() { return urgent_injector_; }
+    // blz_pool_set_max_active's cap (active_cap.hpp).
+    ActiveCap &cap() { return cap_; }
     JobRecycler &recycler() { return recycler_; }
     // A detached task's memory, handed back for the next spawn into this pool.
     void recycle(void *block) { recycler_.give(block); }
@@ -85,6 +91,12 @@ public:
     // else through the injector.
     void submit(QueuedJob *job);
     void inject(QueuedJob *job);
+    // A high-priority job: always through the urgent injector, also from a worker.
+    void inject_urgent(QueuedJob *job);
+
+    // blz_pool_set_max_active: stores the cap, then lets parked workers
+    // check it again.
+    void set_max_active(uint32_t n);
 
     // Runs f (returning true when it ended normally) on a worker and waits;
     // for threads that are not workers of this pool.
@@ -102,12 +114,13 @@ public:
 
     void count_task_failure() { tasks_failed_.fetch_add(1, std::memory_order_relaxed); }  // relaxed: a statistic
     void fill_stats(blz_stats &stats) const;
+    void fill_worker_stats(uint32_t index, blz_stats &stats) const;
 
     // The worker thread's body.
     void run_worker(Worker &worker);
 
 private:
-    Registry(uint32_t num_threads, const blz_pool_config &config);
+    Registry(uint32_t num_threads, const blz_pool_config &config, CpuList &&cpu_list);
     ~Registry();
 
     bool allocate_workers();
@@ -124,7 +137,9 @@ private:
 
     Sleep<> sleep_;
     Injector<QueuedJob> injector_;
+    Injector<QueuedJob> urgent_injector_;
     Worker *workers_ = nullptr;
+    CpuList cpu_list_;  // empty: workers are not pinned
     uint32_t num_threads_;
     uint32_t cpus_;
     uint32_t started_ = 0;  // workers whose thread exists
@@ -134,6 +149,7 @@ private:
     void *hook_user_;
     char name_prefix_[16];  // Linux thread names hold 15 bytes
     alignas(kCacheLine) std::atomic<uint64_t> tasks_failed_{0};
+    alignas(kCacheLine) ActiveCap cap_;  // read by every worker between jobs, written rarely
     alignas(kCacheLine) JobRecycler recycler_;  // pushed by workers, taken by spawners
 };
 

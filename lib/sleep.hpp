@@ -262,13 +262,38 @@ public:
     Stats stats() const {
         Stats s;
         for (uint32_t i = 0; i < num_workers_; ++i) {
-            const WorkerSleepState &st = states_[i];
-            s.sleeps += st.sleeps.load(std::memory_order_relaxed);
-            s.wakeups += st.wakeups.load(std::memory_order_relaxed);
-            s.spurious_wakeups += st.spurious_wakeups.load(std::memory_order_relaxed);
-            s.sleep_aborts += st.sleep_aborts.load(std::memory_order_relaxed);
+            Stats one = stats_of(i);
+            s.sleeps += one.sleeps;
+            s.wakeups += one.wakeups;
+            s.spurious_wakeups += one.spurious_wakeups;
+            s.sleep_aborts += one.sleep_aborts;
         }
         return s;
+    }
+
+    // One worker's counters. relaxed loads: statistics, written by the owner only.
+    Stats stats_of(uint32_t index) const {
+        const WorkerSleepState &st = states_[index];
+        return {st.sleeps.load(std::memory_order_relaxed), st.wakeups.load(std::memory_order_relaxed),
+                st.spurious_wakeups.load(std::memory_order_relaxed), st.sleep_aborts.load(std::memory_order_relaxed)};
+    }
+
+    // Whether the next no_work_found() for `idle` tries to block (not just
+    // yields): the worker's clock counts that call as sleeping.
+    bool next_round_may_block(const IdleState &idle) const { return idle.rounds >= kSleeping; }
+
+    // A worker that stopped taking jobs (it sits out the cap, active_cap.hpp)
+    // after it may have been counted on for shared jobs: woken for one, or
+    // seen idle or running by a poster that then woke nobody. seq-cst fence:
+    // the store-buffering pair with new_shared_jobs() (its fence): either
+    // the poster sees what this worker did before (left the idle count,
+    // left the engaged workers) or we see its job here and hand it to a
+    // sleeper. Without a sleeper, every worker the protocol counts on is
+    // awake and will search (docs/protocol.md, "The cap on active workers").
+    template <class HasSharedJobs>
+    void hand_off_shared_jobs(HasSharedJobs &&has_shared_jobs) {
+        Sync::full_fence();
+        if (counters_.load().sleeping() != 0 && has_shared_jobs()) wake_any_threads(1);
     }
 
 private:

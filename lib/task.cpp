@@ -223,7 +223,14 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptio
     auto *task = new (block) SpawnedJob(registry, fn, arg, options, detached);
     if (options.group != nullptr) options.group->task_added();
     if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
-    registry.submit(task);  // the task may run and (if detached) be freed from here on
+    // The task may run and (if detached) be freed from here on. A
+    // high-priority task skips the spawning worker's deque: every worker
+    // searches the urgent injector before deques and the injector.
+    if (options.high_priority) {
+        registry.inject_urgent(task);
+    } else {
+        registry.submit(task);
+    }
     if (outside) registry.leave();  // the call's unit: its last access to the pool
     return BLZ_OK;
 }

@@ -38,6 +38,7 @@ struct SpawnOptions {
     Group *group = nullptr;  // nullptr unless spawned into a group
     blz_done_fn on_done = nullptr;
     void *done_arg = nullptr;
+    bool high_priority = false;  // BLZ_SPAWN_HIGH_PRIORITY: through the urgent injector
 };
 
 struct SpawnedJob : QueuedJob {

@@ -31,13 +31,20 @@ Worker::Worker(Registry &registry, uint32_t index)
       rng_{seed_for(index)},
       terminate_(Latch::Waiter{this, nullptr}) {}
 
-bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
-    Sleep<> &sleep = *sleep_;
-    auto has_shared_jobs = [this] { return registry_->has_shared_jobs(); };
-    // Before sleeping, also this worker's own mail (post_mail).
-    auto has_jobs_for_me = [this] { return mailbox_.has_jobs() || registry_->has_shared_jobs(); };
+bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) { return run_until<false>(latch, deadline); }
+
+void Worker::main_loop() { run_until<true>(terminate_.core(), kNoDeadline); }
+
+template <bool kTopLevel>
+bool Worker::run_until(CoreLatch<> &latch, uint64_t deadline) {
     while (!latch.probe()) {
         if (deadline_passed(deadline)) return false;
+        // Between jobs at the top level: a worker over the cap stops here,
+        // before it takes another job (active_cap.hpp [C3]).
+        if (kTopLevel && registry_->cap().over()) {
+            sit_out_cap();
+            continue;
+        }
         // One search while still active: a worker fed by steals or by the
         // injector (a stream of spawns from outside) goes from job to job
         // without the two counter updates of going idle and back.
@@ -45,24 +52,81 @@ bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
             execute(job);
             continue;
         }
-        IdleState idle = sleep.start_looking(index_);
-        Job *found = nullptr;
-        bool woken = false;
-        while (!latch.probe()) {
-            found = find_work(woken);
-            if (found != nullptr || deadline_passed(deadline)) break;
-            IdleOutcome outcome = sleep.no_work_found(idle, latch, has_jobs_for_me, fork_awake_limit_, deadline);
-            if (outcome == IdleOutcome::kTimedOut) break;
-            woken = outcome == IdleOutcome::kWoken;
+        Job *found = search_until<kTopLevel>(latch, deadline);
+        if (found == nullptr) {
+            if (kTopLevel && !latch.probe()) continue;  // over the cap: sit out above
+            return latch.probe();
         }
-        // Leaving the idle state: we found a job, the latch was set (the
-        // work we were waiting for is done: also a reason to be awake), or
-        // the deadline passed.
-        sleep.work_found(index_, has_shared_jobs);
-        if (found == nullptr) return latch.probe();
         execute(found);
     }
     return true;
+}
+
+template <bool kTopLevel>
+Job *Worker::search_until(CoreLatch<> &latch, uint64_t deadline) {
+    Sleep<> &sleep = *sleep_;
+    // Before sleeping, also this worker's own mail (post_mail).
+    auto has_jobs_for_me = [this] { return mailbox_.has_jobs() || registry_->has_shared_jobs(); };
+    IdleState idle = sleep.start_looking(index_);
+    clock_.enter(Phase::kSearching);
+    Job *found = nullptr;
+    bool woken = false;
+    while (!latch.probe()) {
+        // Every round re-reads the cap: a worker woken, or still searching,
+        // when the cap was lowered takes no job above it.
+        if (kTopLevel && registry_->cap().over()) break;
+        found = find_work(woken);
+        if (found != nullptr || deadline_passed(deadline)) break;
+        if (sleep.next_round_may_block(idle)) clock_.enter(Phase::kSleeping);
+        IdleOutcome outcome = sleep.no_work_found(idle, latch, has_jobs_for_me, fork_awake_limit_, deadline);
+        clock_.enter(Phase::kSearching);
+        if (outcome == IdleOutcome::kTimedOut) break;
+        woken = outcome == IdleOutcome::kWoken;
+    }
+    // Leaving the idle state: we found a job, the latch was set (the
+    // work we were waiting for is done: also a reason to be awake), the
+    // deadline passed, or the pool is over its cap.
+    sleep.work_found(index_, [this] { return registry_->has_shared_jobs(); });
+    clock_.enter(Phase::kRunning);
+    return found;
+}
+
+void Worker::sit_out_cap() {
+    ActiveCap &cap = registry_->cap();
+    if (!cap.try_disengage()) return;  // others left first: within the cap again ([C1])
+    clock_.enter(Phase::kSleeping);
+    // We may have been counted on for a shared job (woken for it, or seen
+    // idle): hand it on before we stop looking (sleep.hpp).
+    sleep_->hand_off_shared_jobs([this] { return registry_->has_shared_jobs(); });
+    for (;;) {
+        // seq_cst store, then the fence: the parked worker's half of the
+        // store-buffering pair with unpark() (its fence, then its
+        // exchange): either the checks below see the change unpark
+        // announces (a cap raised, mail, termination), or unpark sees
+        // this 1 and wakes us.
+        parked_.store(1, std::memory_order_seq_cst);
+        full_fence();
+        if (terminate_.core().probe() || cap.try_engage()) break;
+        if (mailbox_.has_jobs()) {
+            run_mail();  // blz_broadcast reaches every worker, capped or not
+            continue;
+        }
+        // Blocks while the word is 1; an unpark() stores 0 first, so a
+        // wake-up between our checks and this call is not lost.
+        futex_wait(parked_, 1);
+    }
+    parked_.store(0, std::memory_order_relaxed);  // relaxed: from here on only statistics read it
+    clock_.enter(Phase::kRunning);
+}
+
+void Worker::run_mail() {
+    // A push still being linked shows in has_jobs() but not yet in pop():
+    // the caller's loop comes back for it.
+    if (Job *mail = mailbox_.pop()) {
+        clock_.enter(Phase::kRunning);
+        execute(mail);
+        clock_.enter(Phase::kSleeping);
+    }
 }
 
 Job *Worker::find_work(bool woken) {
@@ -70,9 +134,13 @@ Job *Worker::find_work(bool woken) {
     // fork-join half is handed over as a steal by the worker that woke
     // it, whose deque is also scanned below): look there first.
     if (woken) {
+        if (Job *job = registry_->urgent_injector().pop()) return job;
         if (Job *job = registry_->injector().pop()) return job;
     }
     if (Job *job = mailbox_.pop()) return job;
+    // High-priority tasks before anything queued in deques or the injector
+    // (blitz.h, BLZ_SPAWN_HIGH_PRIORITY).
+    if (Job *job = registry_->urgent_injector().pop()) return job;
     if (Job *job = pop()) return job;
     no_public_tasks();  // an empty pop: our deque is empty
     if (Job *job = steal()) return job;

@@ -9,9 +9,12 @@
 #include <type_traits>
 
 #include "deadline.hpp"
+#include "fence.hpp"
+#include "futex.hpp"
 #include "deque.hpp"
 #include "injector.hpp"
 #include "job.hpp"
+#include "phase_clock.hpp"
 #include "registry.hpp"
 
 namespace blz {
@@ -148,10 +151,34 @@ public:
     void post_mail(QueuedJob *job) {
         mailbox_.push(job);
         sleep_->wake_specific_thread(index_);
+        unpark();  // a worker sitting out the cap runs its mail too
     }
 
     // The worker thread's main loop: runs jobs until terminated.
-    void main_loop() { wait_until(terminate_.core()); }
+    void main_loop();
+
+    // Destroy, once the pool is drained: ends the main loop, also of a
+    // worker sitting out the cap.
+    void terminate() {
+        terminate_.set();
+        unpark();
+    }
+
+    // Any thread: a worker sitting out the cap (sit_out_cap) checks again
+    // what it waits for (the cap, its mail, termination). The seq-cst
+    // fence orders the caller's change (a cap store, a mail push, the
+    // terminate latch) before the exchange: with the parked worker's own
+    // fence between its store of 1 and its checks, either it sees the
+    // change or we see its 1 and wake it.
+    void unpark() {
+        full_fence();
+        if (parked_.exchange(0, std::memory_order_seq_cst) == 1) futex_wake_one(parked_);  // seq_cst: see above
+    }
+
+    // Any thread: whether the worker sits out the cap right now (statistics).
+    bool parked() const { return parked_.load(std::memory_order_relaxed) != 0; }  // relaxed: a statistic
+    // Any thread: where the worker's time went (phase_clock.hpp).
+    PhaseTimes phase_times() const { return clock_.read(); }
 
     uint64_t jobs_executed() const { return jobs_executed_.load(std::memory_order_relaxed); }
     uint64_t steals() const { return steals_.load(std::memory_order_relaxed); }
@@ -177,6 +204,20 @@ private:
         wait_until(job_b.latch.core());
         return job_b.ok;
     }
+
+    // The loop of wait_until and main_loop. kTopLevel: the main loop, not
+    // inside a job; only there does the worker obey the cap (active_cap.hpp).
+    template <bool kTopLevel>
+    bool run_until(CoreLatch<> &latch, uint64_t deadline);
+    // One idle period: searches (and sleeps) until it finds a job, the
+    // latch is set, the deadline passes or (top level) the pool is over its cap.
+    template <bool kTopLevel>
+    Job *search_until(CoreLatch<> &latch, uint64_t deadline);
+    // Top level, over the cap: parks until the cap lets this worker run
+    // again or the pool terminates, running only its mail meanwhile.
+    void sit_out_cap();
+    // Parked: runs one job of this worker's mail, if one is linked yet.
+    void run_mail();
 
     Job *find_work(bool woken);
     Job *steal();
@@ -234,6 +275,14 @@ private:
     alignas(kCacheLine) std::atomic<bool> public_tasks_{false};
     alignas(kCacheLine) std::atomic<uint64_t> jobs_executed_{0};
     std::atomic<uint64_t> steals_{0};
+    // Written by the owner at idle/busy transitions only, read by statistics.
+    alignas(kCacheLine) PhaseClock clock_;
+    // The futex word of a worker sitting out the cap: 1 while it may
+    // block, set to 0 by unpark(). Written by the owner (1) and by any
+    // unparking thread (0); lives as long as the worker, and unparking
+    // threads are the pool's workers or admitted calls (set_max_active,
+    // broadcast, destroy itself), which destroy outlives.
+    std::atomic<uint32_t> parked_{0};
 };
 
 inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }

@@ -13,6 +13,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -21,6 +23,7 @@
 #include <limits>
 #include <mutex>
 #include <set>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -629,4 +632,32 @@ TEST_CASE("broadcast calls f once on every worker, from outside and from a worke
     blz::pool taken(std::move(pool));
     // NOLINTNEXTLINE(bugprone-use-after-move): empty by contract
     CHECK(status_thrown_by([&] { pool.broadcast([](std::uint32_t) {}); }) == BLZ_EINVAL);
+}
+
+TEST_CASE("pool_options::cpu_list, set_max_active, worker_stats and spawn_high_priority", "[cpp][operate]") {
+    blz_test::Watchdog watchdog("cpp operate", std::chrono::seconds(120));
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    REQUIRE(sched_getaffinity(0, sizeof(mine), &mine) == 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &mine)) ++first;
+    blz::pool_options options;
+    options.cpu_list = std::to_string(first);
+    blz::pool pool(options);
+    REQUIRE(pool.num_threads() == 1);  // one worker per entry
+    int seen_cpu = -1;
+    pool.broadcast([&](std::uint32_t) { seen_cpu = sched_getcpu(); });
+    CHECK(seen_cpu == first);
+
+    pool.set_max_active(1);
+    CHECK(pool.spawn_high_priority([] { return 7; }).get() == 7);
+    pool.set_max_active(0);
+    const blz_stats worker = pool.worker_stats(0);
+    CHECK(worker.num_threads == 1);
+    CHECK(worker.jobs_executed >= 2);
+    CHECK(status_thrown_by([&] { (void)pool.worker_stats(1); }) == BLZ_EINVAL);
+
+    blz::pool_options bad;
+    bad.cpu_list = "0-";
+    CHECK(status_thrown_by([&] { blz::pool refused(bad); }) == BLZ_EINVAL);
 }

@@ -46,6 +46,7 @@ class PoolConfig(Structure):
         ("on_thread_start", THREAD_FN),
         ("on_thread_stop", THREAD_FN),
         ("user", c_void_p),
+        ("cpu_list", c_char_p),  # 0.2
     ]
 
 
@@ -64,6 +65,9 @@ class Stats(Structure):
         ("spurious_wakeups", c_uint64),
         ("sleep_aborts", c_uint64),
         ("tasks_failed", c_uint64),
+        ("run_ns", c_uint64),     # 0.2
+        ("search_ns", c_uint64),  # 0.2
+        ("sleep_ns", c_uint64),   # 0.2
     ]
 
 
@@ -111,6 +115,8 @@ _PROTOTYPES = {
     "blz_fail": (None, []),
     "blz_broadcast": (blz_status, [c_void_p, THREAD_FN, c_void_p]),
     "blz_pool_release": (blz_status, [c_void_p, DONE_FN, c_void_p]),
+    "blz_pool_set_max_active": (blz_status, [c_void_p, c_uint32]),
+    "blz_worker_stats": (blz_status, [c_void_p, c_uint32, POINTER(Stats)]),
 }
 
 
@@ -121,7 +127,7 @@ _PROTOTYPES = {
 # other call goes through `lib`, which releases the GIL, since what it waits
 # for may need it (a job, an on_done, a thread hook).
 _HELD = ("blz_version_number", "blz_status_string", "blz_pool_config_init", "blz_pool_num_threads",
-         "blz_worker_index", "blz_pool_stats", "blz_spawn_options_init", "blz_spawn_ex",
+         "blz_worker_index", "blz_pool_stats", "blz_worker_stats", "blz_pool_set_max_active", "blz_spawn_options_init", "blz_spawn_ex",
          "blz_task_detach", "blz_group_create_ex", "blz_group_cancel", "blz_group_cancelled",
          "blz_cancelled")
 

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import concurrent.futures
-import functools
-import itertools
 import threading
 from concurrent.futures.thread import BrokenThreadPool
 from typing import Any, Callable, Iterable, Iterator, Optional, Tuple
 
 from ._capi import BLZ_MAX_THREADS
+from ._map import MapRun
 from ._runtime import KernelRun, LoopCall, Runtime, index_argument, interpreter_exiting
 
 
@@ -35,7 +34,8 @@ class Executor(concurrent.futures.ThreadPoolExecutor):
     """
 
     def __init__(self, max_workers: Optional[int] = None, thread_name_prefix: str = "blz",
-                 initializer: Optional[Callable[..., Any]] = None, initargs: Tuple[Any, ...] = ()):
+                 initializer: Optional[Callable[..., Any]] = None, initargs: Tuple[Any, ...] = (),
+                 cpu_list: Optional[str] = None):
         # ThreadPoolExecutor.__init__ is not called: its queue and threads
         # would be unused. Its public behaviour is reimplemented here.
         if max_workers is not None:
@@ -48,7 +48,8 @@ class Executor(concurrent.futures.ThreadPoolExecutor):
             raise TypeError("initializer must be a callable")
         self._shutdown_lock = threading.Lock()
         self._shutdown = False
-        self._runtime = Runtime(max_workers, thread_name_prefix, initializer, initargs)
+        # cpu_list: pins the workers, as Pool(cpu_list=...) does (blz_pool_config.cpu_list).
+        self._runtime = Runtime(max_workers, thread_name_prefix, initializer, initargs, cpu_list=cpu_list)
         self._max_workers = self._runtime.num_threads
         self._thread_name_prefix = thread_name_prefix
 
@@ -65,15 +66,18 @@ class Executor(concurrent.futures.ThreadPoolExecutor):
         """fn over the iterables' items, as the builtin map, computed on the
         workers: every call is submitted at once, and the results come in
         order as they are iterated. A result not ready timeout seconds after
-        map() was called raises TimeoutError. chunksize > 1 submits that many
-        calls as one task (fewer, larger tasks for cheap functions)."""
+        map() was called raises TimeoutError; an iteration that stops early
+        cancels the calls not started. No Future or task per call: at most
+        one task per worker claims chunksize calls at a time, in input
+        order, until none is left (blitz._map)."""
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1.")
-        if chunksize == 1:
-            return super().map(fn, *iterables, timeout=timeout)
-        chunks = _chunks(zip(*iterables), chunksize)
-        results = super().map(functools.partial(_call_chunk, fn), chunks, timeout=timeout)
-        return _flatten(results)
+        calls = list(zip(*iterables))
+        with self._shutdown_lock:   # no shutdown between the check and the start
+            self._check_open()
+            if not calls:
+                return iter(())
+            return MapRun(self._runtime, fn, calls, chunksize, timeout).results()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Refuses new work, then (wait=True) waits until every submitted
@@ -134,6 +138,17 @@ class Executor(concurrent.futures.ThreadPoolExecutor):
         """A snapshot of the pool's counters (blz_pool_stats) as a dict."""
         return self._runtime.stats()
 
+
+    def worker_stats(self, index: int) -> dict:
+        """One worker's counters and run/search/sleep nanoseconds (blz_worker_stats);
+        the pool's stats() are their sum. BlitzError (BLZ_EINVAL) for an unknown index."""
+        return self._runtime.worker_stats(index)
+
+    def set_max_active(self, n: Optional[int]) -> None:
+        """At most n workers run jobs at once from now on (blz_pool_set_max_active);
+        0 or None lifts the cap. Lowering takes effect as running jobs finish."""
+        self._runtime.set_max_active(n)
+
     def _start_parallel_for(self, begin, end, kernel, arg, grain) -> Tuple[KernelRun, LoopCall]:
         """For blitz.aio: parallel_for started as a cancellable KernelRun, from outside the pool."""
         self._check_open()
@@ -156,23 +171,3 @@ class Executor(concurrent.futures.ThreadPoolExecutor):
     def __repr__(self):
         return (f"<blitz.Executor max_workers={self._max_workers} "
                 f"{'shut down' if self._shutdown else self._runtime.state_name}>")
-
-
-def _chunks(items, size):
-    iterator = iter(items)
-    while True:
-        chunk = tuple(itertools.islice(iterator, size))
-        if not chunk:
-            return
-        yield chunk
-
-
-def _call_chunk(fn, chunk):
-    return [fn(*args) for args in chunk]
-
-
-def _flatten(lists):
-    for results in lists:
-        results.reverse()   # pop() from the end: each result is dropped once yielded
-        while results:
-            yield results.pop()

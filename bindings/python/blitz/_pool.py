@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, List, Optional, Tuple
 
+from ._map import MapRun
 from ._runtime import (BlitzError, Future, Runtime, check_callable, raise_stored)
 
 Task = Future  # what Pool.spawn returns: a standard concurrent.futures.Future
@@ -12,7 +13,7 @@ Task = Future  # what Pool.spawn returns: a standard concurrent.futures.Future
 class Pool:
     """A libblitz work-stealing pool with its own names (spawn, call, join, map, close).
 
-    Pool(num_threads=None, name="blz"): num_threads None uses the library's
+    Pool(num_threads=None, name="blz", cpu_list=None): num_threads None uses the library's
     default (BLZ_NUM_THREADS if set, else the CPUs this process may use);
     name prefixes the worker thread names ("blz-0", "blz-1", ...).
     Use it in a with-block or call close(); a pool still open when the
@@ -20,9 +21,13 @@ class Pool:
     concurrent.futures, blitz.Executor is the same pool behind the standard API.
     """
 
-    def __init__(self, num_threads: Optional[int] = None, name: Optional[str] = "blz"):
+    def __init__(self, num_threads: Optional[int] = None, name: Optional[str] = "blz",
+                 cpu_list: Optional[str] = None):
+        # cpu_list: a Linux CPU list ("0-3,8-11"); worker i is pinned to its
+        # i-th CPU, cycling, and with num_threads None there is one worker
+        # per entry (blz_pool_config.cpu_list; BlitzError BLZ_EINVAL if bad).
         self._runtime = None
-        self._runtime = Runtime(num_threads, name)
+        self._runtime = Runtime(num_threads, name, cpu_list=cpu_list)
 
     @property
     def num_threads(self) -> int:
@@ -89,31 +94,37 @@ class Pool:
         """[fn(x) for x in iterable], computed on the workers, in input order.
 
         Every item runs; if some raise, the first in input order is raised.
-        Each item is a task: from outside the pool they go through the
-        injector, which hands each to a free worker even while others block
-        (sleep, wait for I/O); on a worker of the pool the caller runs the
-        items left in its deque while it waits.
+        At most one task per worker claims the next call, in input order,
+        until none is left (blitz._map); a call that blocks (sleeps, waits
+        for I/O) holds its worker only, and the others take the rest. On a worker of the pool
+        the caller runs calls while it waits. Ctrl-C cancels the calls not
+        started.
         """
         check_callable(fn, "fn")
         items = list(iterable)
         if not items:
             self._runtime.ensure_usable()  # a closed pool raises all the same
             return []
-        futures = [self._runtime.submit(fn, (item,), {}) for item in items]
-        results = []
-        first = None
-        for future in futures:
-            exc = future.exception()
-            if exc is not None and first is None:
-                first = exc
-            results.append(None if exc is not None else future.result())
-        if first is not None:
-            raise_stored(first)
-        return results
+        outcomes = MapRun(self._runtime, fn, [(item,) for item in items], 1, None).outcomes()
+        for ok, value in outcomes:
+            if not ok:
+                raise_stored(value)
+        return [value for _, value in outcomes]
 
     def stats(self) -> dict:
         """A snapshot of the pool's counters (blz_pool_stats) as a dict."""
         return self._runtime.stats()
+
+
+    def worker_stats(self, index: int) -> dict:
+        """One worker's counters and run/search/sleep nanoseconds (blz_worker_stats);
+        the pool's stats() are their sum. BlitzError (BLZ_EINVAL) for an unknown index."""
+        return self._runtime.worker_stats(index)
+
+    def set_max_active(self, n: Optional[int]) -> None:
+        """At most n workers run jobs at once from now on (blz_pool_set_max_active);
+        0 or None lifts the cap. Lowering takes effect as running jobs finish."""
+        self._runtime.set_max_active(n)
 
     def close(self) -> None:
         """Waits for every accepted task, stops the workers and frees the pool.

@@ -494,7 +494,7 @@ def interpreter_exiting():
 class Runtime:
     """One libblitz pool and what Python keeps about it (see the module's docstring)."""
 
-    def __init__(self, num_threads, name, initializer=None, initargs=()):
+    def __init__(self, num_threads, name, initializer=None, initargs=(), cpu_list=None):
         self._state = _CLOSED     # until created: close() and repr work on a failed init
         self._ptr = None
         self._lock = threading.Condition(threading.Lock())
@@ -502,6 +502,7 @@ class Runtime:
         self._groups = []         # every group made, freed after the pool
         self._spare_groups = []   # groups of finished kernel runs, for the next one
         self._task_group = None
+        self._cancellables = set()  # map runs that cancel_queued cancels (MapRun)
         self.broken = None        # why the pool is unusable (an initializer raised), else None
         self.name = name
         self._initializer = initializer
@@ -521,10 +522,14 @@ class Runtime:
         else:
             raise TypeError(f"the thread name must be a str or None, not {type(name).__name__}")
 
+        if cpu_list is not None and not isinstance(cpu_list, str):
+            raise TypeError(f"cpu_list must be a str or None, not {type(cpu_list).__name__}")
         config = PoolConfig()
         _lib.blz_pool_config_init(byref(config))
         config.num_threads = count
         config.thread_name = encoded  # read only during blz_pool_create
+        # A Linux CPU list ("0-3,8"); a NUL in it cuts it short, which the library then judges.
+        config.cpu_list = None if cpu_list is None else cpu_list.encode("ascii", "replace")
         config.on_thread_start = _THREAD_STARTED
         config.on_thread_stop = _THREAD_STOPPING
         config.user = id(self)
@@ -655,11 +660,24 @@ class Runtime:
             raise
 
     def cancel_queued(self):
-        """Cancels the task group: the tasks that have not started are skipped."""
+        """Cancels the task group and the map runs: the tasks and calls that
+        have not started are skipped."""
         with self._lock:
             group = self._task_group
+            runs = list(self._cancellables)
         if group is not None:
             _held.blz_group_cancel(group)
+        for run in runs:
+            run.cancel()
+
+    def add_cancellable(self, run):
+        """run.cancel() is called by cancel_queued until discard_cancellable(run)."""
+        with self._lock:
+            self._cancellables.add(run)
+
+    def discard_cancellable(self, run):
+        with self._lock:
+            self._cancellables.discard(run)
 
     # -- inline fork-join -----------------------------------------------
 
@@ -735,6 +753,10 @@ class Runtime:
         with self._lock:
             self._spare_groups.insert(0, group)
 
+    def cancel_group(self, group):
+        """Tasks of a group taken by take_group that have not started are skipped."""
+        _held.blz_group_cancel(group)
+
     # -- the rest -------------------------------------------------------
 
     def stats(self):
@@ -748,6 +770,31 @@ class Runtime:
             self.leave()
         check(status, "blz_pool_stats")
         return {name: getattr(stats, name) for name, _ in Stats._fields_}
+
+    def worker_stats(self, index):
+        """blz_worker_stats as a dict: one worker's counters and times."""
+        index = index_argument(index, "index")
+        stats = Stats()
+        stats.struct_size = ctypes.sizeof(Stats)
+        ptr = self.enter()
+        try:
+            status = _held.blz_worker_stats(ptr, index if 0 <= index <= 0xFFFFFFFF else 0xFFFFFFFF, byref(stats))
+        finally:
+            self.leave()
+        check(status, "blz_worker_stats")
+        return {name: getattr(stats, name) for name, _ in Stats._fields_}
+
+    def set_max_active(self, n):
+        """blz_pool_set_max_active: at most n workers run at once; 0 (or None) lifts the cap."""
+        n = 0 if n is None else index_argument(n, "n")
+        if n < 0:
+            raise ValueError(f"n must be 0 or more, not {n}")
+        ptr = self.enter()
+        try:
+            status = _held.blz_pool_set_max_active(ptr, min(n, 0xFFFFFFFF))
+        finally:
+            self.leave()
+        check(status, "blz_pool_set_max_active")
 
     def close(self):
         """Waits for every accepted task, stops the workers and frees the pool.
@@ -878,7 +925,7 @@ class KernelRun:
 
     def cancel(self):
         """Pieces that have not started are skipped; running ones finish."""
-        _held.blz_group_cancel(self.group)
+        self.runtime.cancel_group(self.group)
 
     def finished(self):
         """The loop's status, once its task is done; gives the group back."""

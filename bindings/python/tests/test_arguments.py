@@ -167,7 +167,10 @@ class TestModule(unittest.TestCase):
         functions = support.header_functions()
         if functions is None:
             self.skipTest(f"no {support.HEADER}")
-        self.assertEqual(len(functions), 29)  # the parser found them all
+        # The parser found them all: as many as the header has BLZ_API declarations.
+        with open(support.HEADER) as header:
+            declared = sum(1 for line in header if line.startswith("BLZ_API "))
+        self.assertEqual(len(functions), declared)
         self.assertEqual(sorted(impl._capi._PROTOTYPES), sorted(functions))
         for name, (returns_void, num_params) in functions.items():
             with self.subTest(function=name):

@@ -197,6 +197,41 @@ class Conformance:
         gate.open()
         self.assertEqual(list(results), [1])
 
+    def test_map_stopped_early_cancels_the_calls_not_started(self):
+        executor = self.make(max_workers=1)
+        gate = self.gate()
+        ran = []
+
+        def call(i):
+            ran.append(i)
+            if i == 0:
+                gate()
+            return i
+
+        results = executor.map(call, range(50), timeout=0.05)
+        with self.assertRaises(cf.TimeoutError):   # call 0 holds the only worker
+            next(results)
+        gate.open()
+        executor.shutdown(wait=True)
+        self.assertEqual(ran, [0])
+
+    def test_shutdown_cancel_futures_cancels_map_calls_not_started(self):
+        executor = self.make(max_workers=1)
+        gate = self.gate()
+        results = executor.map(gate, range(10))
+        self.assertTrue(gate.started.wait(GUARD))
+        executor.shutdown(wait=False, cancel_futures=True)
+        gate.open()
+        self.assertEqual(next(results), 0)
+        with self.assertRaises(cf.CancelledError):
+            next(results)
+
+    def test_map_after_shutdown_raises_at_once(self):
+        executor = self.make()
+        executor.shutdown()
+        with self.assertRaises(RuntimeError):
+            executor.map(abs, [1])
+
     # -- shutdown ------------------------------------------------------------
 
     def test_shutdown_waits_and_refuses_new_work(self):
@@ -360,6 +395,27 @@ class TestBlitzExecutor(unittest.TestCase):
         def depth(n):
             return 0 if n == 0 else 1 + executor.submit(depth, n - 1).result()
         self.assertEqual(executor.submit(depth, 50).result(timeout=GUARD), 50)
+
+    def test_map_on_a_worker_runs_its_calls_while_waiting(self):
+        executor = self.make(max_workers=1)   # the standard executor deadlocks here too
+
+        def total(n):
+            return sum(executor.map(abs, range(-n, 0), chunksize=3))
+        self.assertEqual(executor.submit(total, 40).result(timeout=GUARD), 40 * 41 // 2)
+
+    def test_map_spawns_one_task_per_worker_not_per_call(self):
+        executor = self.make()
+        for chunksize, calls, tasks in ((7, 100, 2), (1, 1, 1)):
+            with self.subTest(chunksize=chunksize, calls=calls):
+                injected = executor.stats()["jobs_injected"]
+                self.assertEqual(list(executor.map(pow, range(calls), [2] * calls, chunksize=chunksize)),
+                                 [i * i for i in range(calls)])
+                self.assertEqual(executor.stats()["jobs_injected"] - injected, tasks)
+
+    def test_map_calls_that_block_hold_their_worker_only(self):
+        executor = self.make(max_workers=3)
+        barrier = threading.Barrier(3, timeout=GUARD)   # three calls meet: on three workers at once
+        self.assertEqual(sorted(executor.map(lambda _: barrier.wait(), range(3))), [0, 1, 2])
 
     def test_a_task_waiting_for_itself_is_a_deadlock(self):
         executor = self.make()

@@ -364,7 +364,7 @@ class TestParallelFor(PoolTestCase):
 class TestStats(PoolTestCase):
     FIELDS = ["struct_size", "num_threads", "sleeping_now", "inactive_now", "jobs_executed",
               "jobs_injected", "steals", "sleeps", "wakeups", "spurious_wakeups",
-              "sleep_aborts", "tasks_failed"]
+              "sleep_aborts", "tasks_failed", "run_ns", "search_ns", "sleep_ns"]
 
     def test_fields(self):
         stats = self.pool.stats()

@@ -92,6 +92,9 @@ pub type blz_done_fn = Option<unsafe extern "C" fn(done_arg: *mut c_void, status
 
 /// [`blz_group_create_ex`] flag: the first failure in the group cancels it (0.2).
 pub const BLZ_GROUP_CANCEL_ON_FAILURE: u32 = 1;
+/// `blz_spawn_options` flag: the task goes to the pool's high-priority queue,
+/// searched before the normal one by every worker. (0.2)
+pub const BLZ_SPAWN_HIGH_PRIORITY: u32 = 1;
 
 /// How [`blz_spawn_ex`] spawns a task (0.2). Initialise with
 /// [`blz_spawn_options_init`], then change the fields you need; the options
@@ -130,6 +133,9 @@ pub struct blz_pool_config {
     pub on_thread_stop: blz_thread_fn,
     /// Passed to both hooks.
     pub user: *mut c_void,
+    /// NULL: no pinning (unless `BLZ_CPU_LIST`); else a Linux CPU list
+    /// ("0-3,8-11"): worker i pinned to the i-th CPU, cycling. (0.2)
+    pub cpu_list: *const c_char,
 }
 
 /// A snapshot of a pool's counters, filled by [`blz_pool_stats`]. Counters
@@ -162,6 +168,12 @@ pub struct blz_stats {
     pub sleep_aborts: u64,
     /// Tasks that ended by an exception.
     pub tasks_failed: u64,
+    /// Nanoseconds the workers spent running jobs (and everything but searching and sleeping). (0.2)
+    pub run_ns: u64,
+    /// Nanoseconds the workers spent searching for work. (0.2)
+    pub search_ns: u64,
+    /// Nanoseconds the workers spent blocked. (0.2)
+    pub sleep_ns: u64,
 }
 
 extern "C" {
@@ -247,4 +259,8 @@ extern "C" {
     /// its own, then `on_destroyed(done_arg, status)`; callable from the pool's
     /// own workers too. (0.2)
     pub fn blz_pool_release(pool: *mut blz_pool, on_destroyed: blz_done_fn, done_arg: *mut c_void) -> blz_status;
+    /// At most `n` workers run jobs at once from now on; 0 lifts the cap. (0.2)
+    pub fn blz_pool_set_max_active(pool: *mut blz_pool, n: u32) -> blz_status;
+    /// One worker's counters and times, as `blz_pool_stats` fills the pool's. (0.2)
+    pub fn blz_worker_stats(pool: *const blz_pool, worker_index: u32, out_stats: *mut blz_stats) -> blz_status;
 }

@@ -157,6 +157,7 @@ fn rust_constants() -> Vec<RustConst> {
         BLZ_ETIMEDOUT,
         BLZ_ECANCELED,
         BLZ_GROUP_CANCEL_ON_FAILURE,
+        BLZ_SPAWN_HIGH_PRIORITY,
     ]
 }
 
@@ -219,6 +220,7 @@ fn rust_structs() -> Vec<Layout> {
             on_thread_start: blz_thread_fn,
             on_thread_stop: blz_thread_fn,
             user: *mut c_void,
+            cpu_list: *const c_char,
         }),
         layout!(blz_stats {
             struct_size: u32,
@@ -233,6 +235,9 @@ fn rust_structs() -> Vec<Layout> {
             spurious_wakeups: u64,
             sleep_aborts: u64,
             tasks_failed: u64,
+            run_ns: u64,
+            search_ns: u64,
+            sleep_ns: u64,
         }),
         layout!(blz_spawn_options {
             struct_size: u32,
@@ -408,6 +413,8 @@ fn rust_functions() -> Vec<Sig> {
         blz_fail: fn();
         blz_broadcast: fn(*mut blz_pool, blz_thread_fn, *mut c_void) -> blz_status;
         blz_pool_release: fn(*mut blz_pool, blz_done_fn, *mut c_void) -> blz_status;
+        blz_pool_set_max_active: fn(*mut blz_pool, u32) -> blz_status;
+        blz_worker_stats: fn(*const blz_pool, u32, *mut blz_stats) -> blz_status;
     }
 }
 
@@ -463,6 +470,7 @@ fn a_wrong_layout_is_caught() {
         on_thread_start: blz_thread_fn,
         on_thread_stop: blz_thread_fn,
         user: *mut c_void,
+        cpu_list: *const c_char,
     });
     rust[1].align *= 2;
     let found = struct_mismatches(&rust, &h, &abi);

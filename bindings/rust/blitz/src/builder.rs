@@ -198,6 +198,7 @@ pub struct ThreadPoolBuilder<S = DefaultSpawn> {
     exit_handler: Option<Handler>,
     panic_handler: Option<PanicHandler>,
     breadth_first: bool,
+    cpu_list: Option<String>,
     spawn_handler: S,
 }
 
@@ -212,6 +213,7 @@ impl Default for ThreadPoolBuilder {
             exit_handler: None,
             panic_handler: None,
             breadth_first: false,
+            cpu_list: None,
             spawn_handler: DefaultSpawn,
         }
     }
@@ -346,6 +348,7 @@ impl<S> ThreadPoolBuilder<S> {
             exit_handler: self.exit_handler,
             panic_handler: self.panic_handler,
             breadth_first: self.breadth_first,
+            cpu_list: self.cpu_list,
             spawn_handler: CustomSpawn(spawn),
         }
     }
@@ -378,6 +381,17 @@ impl<S> ThreadPoolBuilder<S> {
     pub fn thread_name_prefix<P: Into<String>>(mut self, prefix: P) -> Self {
         self.thread_name_prefix = Some(prefix.into());
         self.get_thread_name = None;
+        self
+    }
+
+    /// Pins the workers to CPUs: `list` is a Linux CPU list ("0-3,8-11",
+    /// as `taskset -c` takes it); worker i runs on the i-th CPU of the list,
+    /// cycling. Without [`num_threads`](ThreadPoolBuilder::num_threads) the
+    /// pool has one worker per entry. `build` fails with
+    /// [`Error::InvalidArgument`] for a malformed list or a CPU outside the
+    /// process's affinity mask. Without it, `BLZ_CPU_LIST` does the same.
+    pub fn cpu_list<L: Into<String>>(mut self, list: L) -> Self {
+        self.cpu_list = Some(list.into());
         self
     }
 
@@ -439,6 +453,12 @@ impl<S> ThreadPoolBuilder<S> {
         if self.num_threads != 0 {
             return self.num_threads;
         }
+        // A CPU list sets the size, as libblitz counts it (the library
+        // checks the list itself; a malformed one fails the build there).
+        let env_list = std::env::var("BLZ_CPU_LIST").ok().filter(|text| !text.is_empty());
+        if let Some(entries) = self.cpu_list.as_deref().or(env_list.as_deref()).and_then(cpu_list_len) {
+            return entries;
+        }
         // As libblitz reads it: decimal digits only, 1..65535.
         if let Ok(text) = std::env::var("BLZ_NUM_THREADS") {
             if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
@@ -461,6 +481,10 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
         }
         let prefix = match &self.thread_name_prefix {
             Some(prefix) => Some(CString::new(prefix.as_str()).map_err(|_| Error::InvalidArgument)?),
+            None => None,
+        };
+        let cpu_list = match &self.cpu_list {
+            Some(list) => Some(CString::new(list.as_str()).map_err(|_| Error::InvalidArgument)?),
             None => None,
         };
         let stop = Arc::new(StopSignal::default());
@@ -513,7 +537,7 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
                 breadth_first: self.breadth_first,
                 stop: Arc::clone(&stop),
             });
-            match create(registry, started, self.stack_size.unwrap_or(0), prefix.as_ref()) {
+            match create(registry, started, self.stack_size.unwrap_or(0), prefix.as_ref(), cpu_list.as_ref()) {
                 Ok(pool) => Some(pool),
                 Err(error) => {
                     stop.set();
@@ -537,6 +561,19 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
     }
 }
 
+/// The number of entries of a CPU list ("0-3,8" has 5), None if it is
+/// malformed: then the library refuses the list and the count is moot.
+fn cpu_list_len(list: &str) -> Option<usize> {
+    let mut entries = 0usize;
+    for item in list.split(',') {
+        let (low, high) = item.split_once('-').unwrap_or((item, item));
+        let number = |s: &str| if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) { s.parse::<usize>().ok() } else { None };
+        let (low, high) = (number(low)?, number(high)?);
+        entries = entries.checked_add(high.checked_sub(low)? + 1)?;
+    }
+    Some(entries)
+}
+
 /// A name as the OS thread gets it: at most 15 bytes (Linux keeps no
 /// more), cut at a character boundary; None if it holds a NUL byte.
 fn os_thread_name(name: &str) -> Option<CString> {
@@ -554,6 +591,7 @@ fn create(
     num_threads: usize,
     stack_size: usize,
     prefix: Option<&CString>,
+    cpu_list: Option<&CString>,
 ) -> Result<ThreadPool, Error> {
     let registry = Arc::new(registry);
     let hooks_ref = Arc::into_raw(Arc::clone(&registry));
@@ -566,6 +604,7 @@ fn create(
         config.num_threads = u32::try_from(num_threads).unwrap_or(u32::MAX);
         config.stack_size = stack_size;
         config.thread_name = prefix.map_or(ptr::null(), |p| p.as_ptr());
+        config.cpu_list = cpu_list.map_or(ptr::null(), |l| l.as_ptr());
         config.on_thread_start = Some(on_thread_start);
         config.on_thread_stop = Some(on_thread_stop);
         config.user = hooks_ref as *mut c_void;
@@ -591,6 +630,7 @@ impl<S> fmt::Debug for ThreadPoolBuilder<S> {
             .field("exit_handler", &self.exit_handler.is_some())
             .field("panic_handler", &self.panic_handler.is_some())
             .field("breadth_first", &self.breadth_first)
+            .field("cpu_list", &self.cpu_list)
             .finish()
     }
 }

@@ -356,6 +356,64 @@ impl ThreadPool {
         unsafe { spawn_fifo_in(self.raw, self.own_registry(), op) }
     }
 
+    /// Starts `op` on this pool and returns at once, as
+    /// [`spawn`](ThreadPool::spawn), with high priority: every worker
+    /// looking for work takes it before any normal queued task, also when
+    /// it is spawned from one of this pool's workers. A running job is not
+    /// preempted, and the `join` halves already queued are not reordered.
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    /// let (tx, rx) = std::sync::mpsc::channel();
+    /// pool.spawn_high_priority(move || tx.send(42).unwrap());
+    /// assert_eq!(rx.recv().unwrap(), 42);
+    /// ```
+    pub fn spawn_high_priority<OP>(&self, op: OP)
+    where
+        OP: FnOnce() + Send + 'static,
+    {
+        // SAFETY: self.raw is alive as long as &self; the registry is this pool's.
+        unsafe { crate::spawn::spawn_flagged_in(self.raw, self.own_registry(), op, sys::BLZ_SPAWN_HIGH_PRIORITY) }
+    }
+
+    /// From now on at most `n` workers run jobs at once; the others sleep
+    /// until the cap is raised. 0 lifts the cap. Lowering it takes effect
+    /// as running jobs finish; a worker waiting in a `join` (and the jobs it
+    /// runs meanwhile) counts as one. `blz_pool_set_max_active` in blitz.h
+    /// has the whole contract.
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// pool.set_max_active(1)?;
+    /// assert_eq!(pool.install(|| 6 * 7), 42);
+    /// pool.set_max_active(0)?;
+    /// # Ok::<(), blitz::Error>(())
+    /// ```
+    pub fn set_max_active(&self, n: usize) -> Result<(), Error> {
+        let n = u32::try_from(n).unwrap_or(u32::MAX); // above the pool's size: no cap, as any large n
+        // SAFETY: self.raw is alive as long as &self.
+        Error::check(unsafe { sys::blz_pool_set_max_active(self.raw, n) })
+    }
+
+    /// One worker's counters and times (running, searching, sleeping, in
+    /// nanoseconds); the pool's [`stats`](ThreadPool::stats) are their sum.
+    /// [`Error::InvalidArgument`] for an index that is not a worker's.
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let worker = pool.worker_stats(1)?;
+    /// assert_eq!(worker.num_threads, 1);
+    /// assert!(pool.worker_stats(2).is_err());
+    /// # Ok::<(), blitz::Error>(())
+    /// ```
+    pub fn worker_stats(&self, worker_index: usize) -> Result<Stats, Error> {
+        let index = u32::try_from(worker_index).map_err(|_| Error::InvalidArgument)?;
+        let mut stats = Stats { struct_size: std::mem::size_of::<Stats>() as u32, ..Default::default() };
+        // SAFETY: self.raw is alive as long as &self; stats is a full blz_stats.
+        Error::check(unsafe { sys::blz_worker_stats(self.raw, index, &mut stats) })?;
+        Ok(stats)
+    }
+
     /// Starts `f` on this pool and returns a handle to wait for its value.
     /// From a worker of this pool the task goes to that worker's queue.
     ///

@@ -44,9 +44,27 @@ pub(crate) unsafe fn spawn_in<F>(pool: *mut sys::blz_pool, registry: &Registry, 
 where
     F: FnOnce() + Send + 'static,
 {
+    spawn_flagged_in(pool, registry, f, 0)
+}
+
+/// [`spawn_in`] with `blz_spawn_options` flags (`BLZ_SPAWN_HIGH_PRIORITY`).
+///
+/// # Safety
+/// As for [`spawn_in`].
+pub(crate) unsafe fn spawn_flagged_in<F>(pool: *mut sys::blz_pool, registry: &Registry, f: F, flags: u32)
+where
+    F: FnOnce() + Send + 'static,
+{
     let job = Box::into_raw(Box::new(f));
     registry.work_started();
-    let status = sys::blz_spawn(pool, Some(run_boxed::<F>), job as *mut c_void, ptr::null_mut());
+    let opts = sys::blz_spawn_options {
+        struct_size: std::mem::size_of::<sys::blz_spawn_options>() as u32,
+        flags,
+        group: ptr::null_mut(),
+        on_done: None,
+        done_arg: ptr::null_mut(),
+    };
+    let status = sys::blz_spawn_ex(pool, Some(run_boxed::<F>), job as *mut c_void, &opts, ptr::null_mut());
     if status != sys::BLZ_OK {
         // Refused (out of memory, or a forked child): the task will not run.
         drop(Box::from_raw(job));

@@ -877,3 +877,30 @@ fn broadcast_runs_everywhere_then_resumes_a_panic() {
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     assert_eq!(pool.broadcast(|ctx| ctx.index()), [0, 1, 2]);
 }
+
+/// Issue 18: a CPU list pins the workers (one per entry by default), the
+/// cap and per-worker statistics are reachable, a high-priority spawn runs.
+#[test]
+fn cpu_list_cap_priority_and_worker_stats() {
+    let pool = ThreadPoolBuilder::new().cpu_list("0").build().unwrap();
+    assert_eq!(pool.current_num_threads(), 1);
+    let cpu = pool.install(|| unsafe { libc_sched_getcpu() });
+    assert_eq!(cpu, 0);
+    pool.set_max_active(1).unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    pool.spawn_high_priority(move || tx.send(7).unwrap());
+    assert_eq!(rx.recv().unwrap(), 7);
+    pool.set_max_active(0).unwrap();
+    let worker = pool.worker_stats(0).unwrap();
+    assert_eq!(worker.num_threads, 1);
+    assert!(worker.jobs_executed >= 2);
+    assert!(matches!(pool.worker_stats(1), Err(Error::InvalidArgument)));
+    for bad in ["", "a", "3-1", "0-", "4096"] {
+        assert!(ThreadPoolBuilder::new().cpu_list(bad).build().is_err(), "{:?}", bad);
+    }
+}
+
+extern "C" {
+    #[link_name = "sched_getcpu"]
+    fn libc_sched_getcpu() -> i32;
+}

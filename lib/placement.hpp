@@ -1,0 +1,42 @@
+// Placement: the CPU list a pool's workers are pinned to (blz_pool_config's
+// cpu_list, else BLZ_CPU_LIST). Worker i runs on the (i mod length)-th CPU
+// of the list. The list is parsed and checked against the creating
+// thread's affinity mask before any worker starts, and then only read.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <pthread.h>
+
+#include "blitz.h"
+
+namespace blz {
+
+class CpuList {
+public:
+    // Parses `text` ("0-3,8-11": numbers and low-high ranges, comma
+    // separated) and checks every CPU against the calling thread's
+    // affinity mask. BLZ_OK, BLZ_EINVAL (malformed, a CPU outside the mask,
+    // more than BLZ_MAX_THREADS entries) or BLZ_ENOMEM.
+    blz_status parse(const char *text);
+
+    bool empty() const { return size_ == 0; }
+    uint32_t size() const { return size_; }
+    // The distinct CPUs in the list: how many workers can run at once.
+    uint32_t distinct() const { return distinct_; }
+
+    // Sets `attr` to pin worker `index` (a no-op for an empty list). False
+    // when the platform refused it or memory ran out.
+    bool pin(pthread_attr_t &attr, uint32_t index) const;
+
+private:
+    std::unique_ptr<uint32_t[]> cpus_;
+    uint32_t size_ = 0;
+    uint32_t distinct_ = 0;
+};
+
+// The list a pool uses: `configured` if not NULL, else BLZ_CPU_LIST if set
+// and not empty, else NULL (no pinning).
+const char *cpu_list_text(const char *configured);
+
+}  // namespace blz

@@ -1,0 +1,521 @@
+// 0.2 operating a pool, from the contract in blitz.h (issue 18, part A):
+// CPU placement (blz_pool_config.cpu_list, BLZ_CPU_LIST) read back with
+// sched_getaffinity inside jobs; the cap of blz_pool_set_max_active counted
+// inside jobs (at most n workers inside a job at once, with tasks and
+// fork-join), and lifting it wakes the workers held back (a lost wake-up
+// hangs, and the watchdog fails the test); BLZ_SPAWN_HIGH_PRIORITY jumps a
+// queue of 1000 normal tasks; blz_worker_stats sums to blz_pool_stats; bad
+// input gives BLZ_EINVAL. No assertion depends on timing: waits are for
+// states, under a watchdog.
+#include <catch2/catch.hpp>
+
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support.hpp"
+
+namespace {
+
+using blz_test::eventually;
+using blz_test::Gate;
+using blz_test::OpenOnExit;
+using blz_test::Pool;
+using blz_test::stats_of;
+using blz_test::thunk_of;
+using blz_test::wait_until_asleep;
+using blz_test::Watchdog;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+// ---- placement ----
+
+// The CPUs in the calling thread's affinity mask, in increasing order.
+std::vector<int> affinity_of_this_thread() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
+    std::vector<int> cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+    return cpus;
+}
+
+// Each worker's affinity mask, read inside a job that runs on that worker.
+struct Affinities {
+    std::vector<std::vector<int>> of_worker;
+};
+
+void read_affinity(void *arg, uint32_t worker_index) {
+    static_cast<Affinities *>(arg)->of_worker[worker_index] = affinity_of_this_thread();
+}
+
+Affinities affinities_of(blz_pool *pool) {
+    Affinities a;
+    a.of_worker.resize(blz_pool_num_threads(pool));
+    REQUIRE(blz_broadcast(pool, read_affinity, &a) == BLZ_OK);
+    return a;
+}
+
+blz_status create_pinned(const char *cpu_list, uint32_t num_threads, blz_pool **out) {
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = num_threads;
+    config.cpu_list = cpu_list;
+    return blz_pool_create(&config, out);
+}
+
+// A list of the given CPUs, "a,b,...".
+std::string list_of(const std::vector<int> &cpus) {
+    std::string text;
+    for (int cpu : cpus) {
+        if (!text.empty()) text.push_back(',');
+        text.append(std::to_string(cpu));
+    }
+    return text;
+}
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+public:
+    ScopedEnv(const char *name, const char *value) : name_(name) { setenv(name, value, 1); }
+    ~ScopedEnv() { unsetenv(name_); }
+    ScopedEnv(const ScopedEnv &) = delete;
+    ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+    const char *name_;
+};
+
+TEST_CASE("cpu_list pins worker i to the i-th CPU of the list, cycling", "[placement]") {
+    Watchdog watchdog("placement", seconds(120));
+    const std::vector<int> mine = affinity_of_this_thread();
+    REQUIRE(!mine.empty());
+
+    SECTION("one CPU at a time: each CPU of the mask alone (\"0\", \"1\" on two CPUs)") {
+        for (int cpu : mine) {
+            INFO("cpu " << cpu);
+            blz_pool *pool = nullptr;
+            REQUIRE(create_pinned(std::to_string(cpu).c_str(), 0, &pool) == BLZ_OK);
+            CHECK(blz_pool_num_threads(pool) == 1);  // the default size: the list's length
+            CHECK(affinities_of(pool).of_worker[0] == std::vector<int>{cpu});
+            CHECK(blz_pool_destroy(pool) == BLZ_OK);
+        }
+    }
+    SECTION("the whole mask as a list (\"0,1\"), more workers than CPUs: cycling") {
+        const uint32_t workers = static_cast<uint32_t>(2 * mine.size() + 1);
+        blz_pool *pool = nullptr;
+        REQUIRE(create_pinned(list_of(mine).c_str(), workers, &pool) == BLZ_OK);
+        CHECK(blz_pool_num_threads(pool) == workers);
+        Affinities a = affinities_of(pool);
+        for (uint32_t i = 0; i < workers; ++i) {
+            INFO("worker " << i);
+            CHECK(a.of_worker[i] == std::vector<int>{mine[i % mine.size()]});
+        }
+        CHECK(blz_pool_destroy(pool) == BLZ_OK);
+    }
+    SECTION("a range, as /sys writes it") {
+        std::string range = std::to_string(mine.front());
+        range.push_back('-');
+        range.append(std::to_string(mine.front()));
+        blz_pool *pool = nullptr;
+        REQUIRE(create_pinned(range.c_str(), 0, &pool) == BLZ_OK);
+        CHECK(affinities_of(pool).of_worker[0] == std::vector<int>{mine.front()});
+        CHECK(blz_pool_destroy(pool) == BLZ_OK);
+    }
+    SECTION("no list: workers keep the creator's mask") {
+        Pool pool(2);
+        Affinities a = affinities_of(pool);
+        for (const auto &cpus : a.of_worker) CHECK(cpus == mine);
+    }
+    SECTION("BLZ_CPU_LIST pins a pool created with the defaults, and sets its size") {
+        ScopedEnv env("BLZ_CPU_LIST", std::to_string(mine.back()).c_str());
+        blz_pool *pool = nullptr;
+        REQUIRE(blz_pool_create(nullptr, &pool) == BLZ_OK);
+        CHECK(blz_pool_num_threads(pool) == 1);
+        CHECK(affinities_of(pool).of_worker[0] == std::vector<int>{mine.back()});
+        CHECK(blz_pool_destroy(pool) == BLZ_OK);
+    }
+    SECTION("a config's own list wins over BLZ_CPU_LIST") {
+        ScopedEnv env("BLZ_CPU_LIST", "not a list");
+        blz_pool *pool = nullptr;
+        REQUIRE(create_pinned(std::to_string(mine.front()).c_str(), 0, &pool) == BLZ_OK);
+        CHECK(affinities_of(pool).of_worker[0] == std::vector<int>{mine.front()});
+        CHECK(blz_pool_destroy(pool) == BLZ_OK);
+    }
+    SECTION("a 0.1 caller's config (struct_size without cpu_list) is not pinned") {
+        // Whatever lies past the old struct must not be read as a list.
+        blz_pool_config config;
+        blz_pool_config_init(&config);
+        config.struct_size = offsetof(blz_pool_config, cpu_list);
+        config.num_threads = 2;
+        config.cpu_list = "garbage";
+        blz_pool *pool = nullptr;
+        REQUIRE(blz_pool_create(&config, &pool) == BLZ_OK);
+        for (const auto &cpus : affinities_of(pool).of_worker) CHECK(cpus == mine);
+        CHECK(blz_pool_destroy(pool) == BLZ_OK);
+    }
+}
+
+// The first CPU number that is not in the mask (there is one below 4096).
+int cpu_outside_mask(const std::vector<int> &mine) {
+    int cpu = 0;
+    for (int in : mine) {
+        if (in != cpu) break;
+        ++cpu;
+    }
+    return cpu;
+}
+
+TEST_CASE("malformed CPU lists and CPUs outside the mask give BLZ_EINVAL", "[placement][bad_input]") {
+    const std::string outside = std::to_string(cpu_outside_mask(affinity_of_this_thread()));
+    std::string outside_then_0 = outside;
+    outside_then_0.append(",0");
+    const std::string bad[] = {"",   "a",     "3-1",  "0-",   "-1",    "0,",  ",0",      "0 ",     " 0",
+                               "0;1", "0-1-2", "1-0",  "4096", "99999999999", "0x1", outside, outside_then_0};
+    for (const std::string &list : bad) {
+        INFO("cpu_list \"" << list << "\"");
+        blz_pool *pool = blz_test::sentinel<blz_pool>();
+        CHECK(create_pinned(list.c_str(), 0, &pool) == BLZ_EINVAL);
+        CHECK(pool == blz_test::sentinel<blz_pool>());  // untouched
+        CHECK(create_pinned(list.c_str(), 2, &pool) == BLZ_EINVAL);
+    }
+    SECTION("a malformed BLZ_CPU_LIST fails the pools that use it") {
+        ScopedEnv env("BLZ_CPU_LIST", "0-");
+        blz_pool *pool = blz_test::sentinel<blz_pool>();
+        CHECK(blz_pool_create(nullptr, &pool) == BLZ_EINVAL);
+        CHECK(pool == blz_test::sentinel<blz_pool>());
+    }
+    SECTION("an empty BLZ_CPU_LIST counts as unset") {
+        ScopedEnv env("BLZ_CPU_LIST", "");
+        blz_pool *pool = nullptr;
+        REQUIRE(blz_pool_create(nullptr, &pool) == BLZ_OK);
+        CHECK(blz_pool_destroy(pool) == BLZ_OK);
+    }
+}
+
+// ---- the cap on active workers ----
+
+// Counts the workers inside a job at once. A worker is inside from its
+// outermost job's start to that job's end: the jobs it runs while it waits
+// in a join are counted as the same worker (the cap's definition).
+struct ActiveCount {
+    std::atomic<int> now{0};
+    std::atomic<int> most{0};
+    std::atomic<int> failed_calls{0};  // Catch's macros are for the test's own thread
+
+    void enter() {
+        if (depth++ != 0) return;
+        const int n = now.fetch_add(1) + 1;
+        int seen = most.load();
+        while (n > seen && !most.compare_exchange_weak(seen, n)) {
+        }
+    }
+    void leave() {
+        if (--depth == 0) now.fetch_sub(1);
+    }
+    inline static thread_local int depth = 0;
+};
+
+struct CountedFib {
+    blz_pool *pool;
+    ActiveCount *count;
+    unsigned n;
+};
+
+// Every fork-join half is a job: it counts itself in.
+void counted_fib(void *arg) {
+    auto *f = static_cast<CountedFib *>(arg);
+    f->count->enter();
+    if (f->n >= 2) {
+        CountedFib a{f->pool, f->count, f->n - 1};
+        CountedFib b{f->pool, f->count, f->n - 2};
+        if (blz_fork_join(f->pool, counted_fib, &a, counted_fib, &b) != BLZ_OK) f->count->failed_calls.fetch_add(1);
+    }
+    std::this_thread::yield();  // let others overlap, if the cap allowed them
+    f->count->leave();
+}
+
+// Spawns `tasks` tasks doing fork-join from outside, and waits for them.
+void run_counted_tasks(blz_pool *pool, ActiveCount &count, int tasks) {
+    blz_group *group = nullptr;
+    REQUIRE(blz_group_create(pool, &group) == BLZ_OK);
+    std::vector<CountedFib> args(static_cast<size_t>(tasks), CountedFib{pool, &count, 10});
+    for (auto &a : args) REQUIRE(blz_group_spawn(group, counted_fib, &a) == BLZ_OK);
+    REQUIRE(blz_group_destroy(group) == BLZ_OK);
+    CHECK(count.failed_calls.load() == 0);
+}
+
+TEST_CASE("the cap holds: at most n workers run jobs at once, with tasks and fork-join", "[cap]") {
+    Watchdog watchdog("the cap holds", seconds(300));
+    const uint32_t workers = 4;
+    Pool pool(workers);
+    for (uint32_t cap : {1u, 2u, 3u}) {
+        INFO("cap " << cap);
+        REQUIRE(blz_pool_set_max_active(pool, cap) == BLZ_OK);
+        // Every worker blocked: none can be between its check of the cap and a job.
+        REQUIRE(wait_until_asleep(pool, milliseconds(60000)));
+        ActiveCount count;
+        run_counted_tasks(pool, count, 200);
+        CHECK(count.most.load() <= static_cast<int>(cap));
+        CHECK(count.most.load() >= 1);
+        CHECK(count.now.load() == 0);
+    }
+    SECTION("0 lifts the cap: every worker may run again") {
+        REQUIRE(blz_pool_set_max_active(pool, 0) == BLZ_OK);
+        // Each of `workers` tasks waits until all of them run at once:
+        // only an uncapped pool finishes this.
+        std::atomic<uint32_t> arrived{0};
+        auto meet = [&] {
+            arrived.fetch_add(1);
+            while (arrived.load() < workers) std::this_thread::yield();
+        };
+        blz_group *group = nullptr;
+        REQUIRE(blz_group_create(pool, &group) == BLZ_OK);
+        for (uint32_t i = 0; i < workers; ++i) REQUIRE(blz_group_spawn(group, thunk_of(meet), &meet) == BLZ_OK);
+        CHECK(blz_group_destroy(group) == BLZ_OK);
+    }
+}
+
+TEST_CASE("lowering the cap takes effect as running jobs finish", "[cap]") {
+    Watchdog watchdog("lowering the cap", seconds(120));
+    const uint32_t workers = 3;
+    Pool pool(workers);
+    // Every worker inside a job, held at a gate.
+    Gate gate;
+    OpenOnExit open{gate};
+    blz_group *group = nullptr;
+    REQUIRE(blz_group_create(pool, &group) == BLZ_OK);
+    for (uint32_t i = 0; i < workers; ++i) REQUIRE(blz_group_spawn(group, blz_test::gate_fn, &gate) == BLZ_OK);
+    REQUIRE(gate.wait_entered(static_cast<int>(workers)));
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);  // no running job is interrupted
+    gate.release();
+    REQUIRE(blz_group_destroy(group) == BLZ_OK);
+    // Each worker finished its job after the cap was set: from here on one runs at a time.
+    ActiveCount count;
+    run_counted_tasks(pool, count, 100);
+    CHECK(count.most.load() == 1);
+}
+
+TEST_CASE("lifting the cap wakes the workers held back", "[cap]") {
+    Watchdog watchdog("lifting the cap", seconds(120));
+    const uint32_t workers = 3;
+    Pool pool(workers);
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
+    REQUIRE(wait_until_asleep(pool, milliseconds(60000)));
+    // The only active worker takes a task that waits for a second one to
+    // run at the same time: under the cap the second stays queued.
+    std::atomic<int> started{0};
+    auto pair = [&] {
+        started.fetch_add(1);
+        while (started.load() < 2) std::this_thread::yield();
+    };
+    blz_group *group = nullptr;
+    REQUIRE(blz_group_create(pool, &group) == BLZ_OK);
+    REQUIRE(blz_group_spawn(group, thunk_of(pair), &pair) == BLZ_OK);
+    REQUIRE(eventually([&] { return started.load() == 1; }));
+    REQUIRE(blz_group_spawn(group, thunk_of(pair), &pair) == BLZ_OK);
+    // The second task is queued, the other workers sit out the cap:
+    // blocked (sleeping_now counts them), with one worker busy.
+    REQUIRE(wait_until_asleep(pool, milliseconds(60000), 1));
+    CHECK(started.load() == 1);
+    SECTION("lifted with 0") { REQUIRE(blz_pool_set_max_active(pool, 0) == BLZ_OK); }
+    SECTION("raised to 2") { REQUIRE(blz_pool_set_max_active(pool, 2) == BLZ_OK); }
+    SECTION("raised from one of the pool's own workers") {
+        std::atomic<int> raised{0};
+        auto raise = [&] { raised += blz_pool_set_max_active(pool, workers) == BLZ_OK; };
+        // blz_broadcast is not capped: every worker runs it, even those held back.
+        REQUIRE(blz_broadcast(pool, [](void *f, uint32_t) { (*static_cast<decltype(raise) *>(f))(); }, &raise) ==
+                BLZ_OK);
+        CHECK(raised.load() == static_cast<int>(workers));
+    }
+    // A lost wake-up leaves the second task queued for ever: the watchdog fails the test.
+    CHECK(blz_group_destroy(group) == BLZ_OK);
+    CHECK(started.load() == 2);
+}
+
+TEST_CASE("a capped pool runs broadcasts on every worker and is destroyed cleanly", "[cap]") {
+    Watchdog watchdog("capped broadcast and destroy", seconds(120));
+    const uint32_t workers = 3;
+    Pool pool(workers);
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
+    ActiveCount count;
+    run_counted_tasks(pool, count, 20);  // the other workers come between jobs and sit out
+    REQUIRE(wait_until_asleep(pool, milliseconds(60000)));
+    std::atomic<uint32_t> calls{0};
+    auto call = [&] { calls.fetch_add(1); };
+    REQUIRE(blz_broadcast(pool, [](void *f, uint32_t) { (*static_cast<decltype(call) *>(f))(); }, &call) == BLZ_OK);
+    CHECK(calls.load() == workers);
+    CHECK(pool.destroy() == BLZ_OK);  // parked workers end too
+}
+
+TEST_CASE("blz_pool_set_max_active refuses bad input", "[cap][bad_input]") {
+    CHECK(blz_pool_set_max_active(nullptr, 1) == BLZ_EINVAL);
+    CHECK(blz_pool_set_max_active(nullptr, 0) == BLZ_EINVAL);
+    Pool pool(2);
+    CHECK(blz_pool_set_max_active(pool, 1000000) == BLZ_OK);  // above the pool's size: no cap
+    CHECK(blz_pool_set_max_active(pool, 0) == BLZ_OK);
+}
+
+// ---- priorities ----
+
+struct OrderLog {
+    std::atomic<int> next{0};
+    std::vector<int> position;  // by task id: the order it ran in
+};
+
+struct Logged {
+    OrderLog *log;
+    int id;
+};
+
+void log_order(void *arg) {
+    auto *l = static_cast<Logged *>(arg);
+    l->log->position[static_cast<size_t>(l->id)] = l->log->next.fetch_add(1);
+}
+
+blz_status spawn_flagged(blz_pool *pool, blz_group *group, blz_fn fn, void *arg, uint32_t flags) {
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.flags = flags;
+    opts.group = group;
+    return blz_spawn_ex(pool, fn, arg, &opts, nullptr);
+}
+
+TEST_CASE("a high-priority task jumps 1000 queued normal tasks", "[priority]") {
+    Watchdog watchdog("priority", seconds(120));
+    const int normal = 1000;
+    Pool pool(1);
+    Gate gate;
+    OpenOnExit open{gate};
+    blz_group *group = nullptr;
+    REQUIRE(blz_group_create(pool, &group) == BLZ_OK);
+    OrderLog log;
+    log.position.assign(normal + 1, -1);
+    std::vector<Logged> tasks;
+    for (int id = 0; id <= normal; ++id) tasks.push_back({&log, id});
+    std::atomic<int> refused{0};
+    // Spawns the normal tasks, then the high-priority one (from any thread).
+    auto spawn_all = [&] {
+        for (int id = 0; id < normal; ++id) refused += spawn_flagged(pool, group, log_order, &tasks[id], 0) != BLZ_OK;
+        refused += spawn_flagged(pool, group, log_order, &tasks[normal], BLZ_SPAWN_HIGH_PRIORITY) != BLZ_OK;
+    };
+
+    SECTION("submitted from outside behind a busy worker") {
+        REQUIRE(blz_group_spawn(group, blz_test::gate_fn, &gate) == BLZ_OK);
+        REQUIRE(gate.wait_entered());  // the only worker is busy
+        spawn_all();
+        gate.release();
+    }
+    SECTION("spawned by the worker itself, behind its own deque") {
+        REQUIRE(blz_group_spawn(group, thunk_of(spawn_all), &spawn_all) == BLZ_OK);
+        gate.release();
+    }
+    REQUIRE(blz_group_destroy(group) == BLZ_OK);
+    CHECK(refused.load() == 0);
+    CHECK(log.position[normal] == 0);  // before every normal task
+    CHECK(log.next.load() == normal + 1);
+}
+
+TEST_CASE("unknown spawn flags are still refused", "[priority][bad_input]") {
+    Pool pool(1);
+    int never = 0;
+    for (uint32_t flags : {2u, BLZ_SPAWN_HIGH_PRIORITY | 4u, 0x80000000u}) {
+        INFO("flags " << flags);
+        CHECK(spawn_flagged(pool, nullptr, [](void *p) { ++*static_cast<int *>(p); }, &never, flags) == BLZ_EINVAL);
+    }
+    CHECK(pool.destroy() == BLZ_OK);
+    CHECK(never == 0);
+}
+
+// ---- per-worker statistics ----
+
+blz_stats worker_stats_of(blz_pool *pool, uint32_t index) {
+    blz_stats stats;
+    stats.struct_size = sizeof(stats);
+    REQUIRE(blz_worker_stats(pool, index, &stats) == BLZ_OK);
+    return stats;
+}
+
+// The fields every snapshot only ever increases.
+constexpr uint64_t blz_stats::*kMonotonic[] = {
+    &blz_stats::jobs_executed, &blz_stats::steals,       &blz_stats::sleeps, &blz_stats::wakeups,
+    &blz_stats::spurious_wakeups, &blz_stats::sleep_aborts, &blz_stats::run_ns, &blz_stats::search_ns,
+    &blz_stats::sleep_ns,
+};
+
+TEST_CASE("per-worker statistics sum to the pool's", "[stats]") {
+    Watchdog watchdog("per-worker stats", seconds(120));
+    const uint32_t workers = 3;
+    Pool pool(workers);
+    REQUIRE(blz_test::fib(pool, 20) == 6765);
+    std::atomic<int> counter{0};
+    for (int i = 0; i < 100; ++i) REQUIRE(blz_spawn(pool, blz_test::count_into, &counter, nullptr) == BLZ_OK);
+    REQUIRE(eventually([&] { return counter.load() == 100; }));
+    REQUIRE(wait_until_asleep(pool, milliseconds(60000)));
+    // Every worker blocked, nobody posts: no worker changes phase, and
+    // every counter only grows between the two pool snapshots.
+    const blz_stats before = stats_of(pool);
+    std::vector<blz_stats> each;
+    for (uint32_t i = 0; i < workers; ++i) each.push_back(worker_stats_of(pool, i));
+    const blz_stats after = stats_of(pool);
+    for (auto field : kMonotonic) {
+        uint64_t sum = 0;
+        for (const blz_stats &w : each) sum += w.*field;
+        CHECK(before.*field <= sum);
+        CHECK(sum <= after.*field);
+    }
+    uint32_t sleeping = 0;
+    for (const blz_stats &w : each) {
+        CHECK(w.num_threads == 1);
+        CHECK(w.jobs_injected == 0);  // a pool-wide counter
+        CHECK(w.sleep_ns > 0);        // blocked right now, and counted up to now
+        sleeping += w.sleeping_now;
+        CHECK(w.inactive_now == 1);
+    }
+    CHECK(sleeping == workers);
+    CHECK(before.jobs_executed >= 100);
+    CHECK(before.run_ns > 0);
+}
+
+TEST_CASE("blz_worker_stats fills the prefix its struct_size asks for", "[stats]") {
+    Pool pool(2);
+    REQUIRE(blz_test::fib(pool, 10) == 55);
+    unsigned char raw[sizeof(blz_stats) + 16];
+    std::memset(raw, 0xAB, sizeof(raw));
+    const uint32_t size = offsetof(blz_stats, run_ns);  // a struct from before the times
+    std::memcpy(raw, &size, sizeof(size));
+    REQUIRE(blz_worker_stats(pool, 1, reinterpret_cast<blz_stats *>(raw)) == BLZ_OK);
+    size_t untouched = 0;
+    for (size_t i = size; i < sizeof(raw); ++i) untouched += raw[i] == 0xAB;
+    CHECK(untouched == sizeof(raw) - size);
+    uint32_t n;
+    std::memcpy(&n, raw + offsetof(blz_stats, num_threads), sizeof(n));
+    CHECK(n == 1);
+}
+
+TEST_CASE("blz_worker_stats refuses bad input", "[stats][bad_input]") {
+    Pool pool(2);
+    blz_stats stats;
+    stats.struct_size = sizeof(stats);
+    CHECK(blz_worker_stats(nullptr, 0, &stats) == BLZ_EINVAL);
+    CHECK(blz_worker_stats(pool, 0, nullptr) == BLZ_EINVAL);
+    CHECK(blz_worker_stats(pool, 2, &stats) == BLZ_EINVAL);  // one past the last worker
+    CHECK(blz_worker_stats(pool, UINT32_MAX, &stats) == BLZ_EINVAL);
+    stats.struct_size = 3;
+    CHECK(blz_worker_stats(pool, 0, &stats) == BLZ_EINVAL);
+    stats.struct_size = sizeof(stats);
+    CHECK(blz_worker_stats(pool, 1, &stats) == BLZ_OK);
+    CHECK(blz_pool_stats(pool, nullptr) == BLZ_EINVAL);
+}
+
+}  // namespace
