@@ -106,6 +106,14 @@ typedef void (*blz_range_fn)(void *arg, size_t begin, size_t end);
 typedef void (*blz_thread_fn)(void *user, uint32_t worker_index);
 
 /**
+ * Starts the thread of worker `worker_index` for an embedder that owns its
+ * threads (blz_pool_config.spawn_thread, 0.2): it must make a thread other
+ * than the caller call run(run_arg) exactly once, and return 0; or start
+ * nothing and return any other value.
+ */
+typedef int (*blz_spawn_thread_fn)(void *user, uint32_t worker_index, blz_fn run, void *run_arg);
+
+/**
  * A completion callback (0.2): called once, on the worker that finished
  * the task, with the task's status (BLZ_OK, BLZ_ETASK or BLZ_ECANCELED).
  */
@@ -181,6 +189,27 @@ typedef struct blz_pool_config {
      * list (BLZ_NUM_THREADS is then ignored). Read only during the call.
      */
     const char *cpu_list;
+    /**
+     * (0.2) NULL: libblitz starts the workers' threads. Else the embedder
+     * starts them (a runtime that owns its threads, a thread with state the
+     * jobs need): blz_pool_create calls spawn_thread(spawn_user, i, run,
+     * run_arg) for i = 0, 1, ... in order, on the calling thread, and each
+     * call must make another thread call run(run_arg) once, at any time
+     * (blz_pool_create does not wait for it; jobs wait in the queues). That
+     * thread is worker i while run() runs: run() pins it (cpu_list), runs
+     * on_thread_start, the pool's jobs until the pool is destroyed, then
+     * on_thread_stop, and returns; the thread is then the embedder's again,
+     * with its cancellation state as it was. libblitz does not name such
+     * threads or set their stacks (thread_name and stack_size are unused),
+     * and a pin the platform refuses leaves the thread unpinned. If
+     * spawn_thread returns non-zero (or throws), blz_pool_create returns
+     * BLZ_ETHREAD once the runs already handed out have returned. Instead
+     * of joining threads, blz_pool_destroy waits until every run() has
+     * returned: a run that is never called makes it wait for ever.
+     */
+    blz_spawn_thread_fn spawn_thread;
+    /** Passed to spawn_thread. */
+    void *spawn_user;
 } blz_pool_config;
 
 /**
@@ -280,7 +309,8 @@ BLZ_API void blz_pool_config_init(blz_pool_config *config);
  *         BLZ_CPU_LIST) is malformed, names a CPU outside the caller's
  *         affinity mask or has more than BLZ_MAX_THREADS entries (0.2);
  *         BLZ_ENOMEM if memory ran out;
- *         BLZ_ETHREAD if the OS refused a worker thread. On every failure
+ *         BLZ_ETHREAD if the OS refused a worker thread, or spawn_thread
+ *         returned non-zero or threw (0.2). On every failure
  *         the threads already started are stopped and nothing leaks.
  */
 BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out_pool);

@@ -24,8 +24,9 @@ namespace {
 
 // The size of blz_pool_config in version 0.1: the smallest struct_size accepted.
 constexpr uint32_t kConfigSizeV01 = offsetof(blz_pool_config, user) + sizeof(void *);
-// With 0.2's cpu_list: a caller whose struct_size is smaller gets no pinning from its config.
-constexpr uint32_t kConfigSizeV02 = offsetof(blz_pool_config, cpu_list) + sizeof(const char *);
+// With 0.2's cpu_list, spawn_thread and spawn_user: a caller whose struct_size
+// is smaller gets no pinning and libblitz's own threads.
+constexpr uint32_t kConfigSizeV02 = offsetof(blz_pool_config, spawn_user) + sizeof(void *);
 // The size of blz_spawn_options in version 0.2, where it appeared.
 constexpr uint32_t kSpawnOptionsSizeV02 = offsetof(blz_spawn_options, done_arg) + sizeof(void *);
 // The flags each version knows; any other bit is refused.

@@ -107,7 +107,8 @@ blz_status CpuList::parse(const char *text) {
     return BLZ_OK;
 }
 
-bool CpuList::pin(pthread_attr_t &attr, uint32_t index) const {
+template <class Apply>
+bool CpuList::with_cpu_of(uint32_t index, Apply &&apply) const {
     if (empty()) return true;
     const uint32_t cpu = cpus_[index % size_];
     cpu_set_t *set = CPU_ALLOC(cpu + 1);
@@ -115,9 +116,17 @@ bool CpuList::pin(pthread_attr_t &attr, uint32_t index) const {
     const size_t size = CPU_ALLOC_SIZE(cpu + 1);
     CPU_ZERO_S(size, set);
     CPU_SET_S(cpu, size, set);
-    const bool ok = pthread_attr_setaffinity_np(&attr, size, set) == 0;
+    const bool ok = apply(size, set) == 0;
     CPU_FREE(set);
     return ok;
+}
+
+bool CpuList::pin(pthread_attr_t &attr, uint32_t index) const {
+    return with_cpu_of(index, [&](size_t size, cpu_set_t *set) { return pthread_attr_setaffinity_np(&attr, size, set); });
+}
+
+bool CpuList::pin_calling_thread(uint32_t index) const {
+    return with_cpu_of(index, [](size_t size, cpu_set_t *set) { return pthread_setaffinity_np(pthread_self(), size, set); });
 }
 
 const char *cpu_list_text(const char *configured) {

@@ -28,8 +28,15 @@ public:
     // Sets `attr` to pin worker `index` (a no-op for an empty list). False
     // when the platform refused it or memory ran out.
     bool pin(pthread_attr_t &attr, uint32_t index) const;
+    // The same for the calling thread, a worker the embedder started
+    // (blz_pool_config.spawn_thread).
+    bool pin_calling_thread(uint32_t index) const;
 
 private:
+    // apply(size, set) with worker `index`'s CPU alone in the set; true if it returned 0.
+    template <class Apply>
+    bool with_cpu_of(uint32_t index, Apply &&apply) const;
+
     std::unique_ptr<uint32_t[]> cpus_;
     uint32_t size_ = 0;
     uint32_t distinct_ = 0;

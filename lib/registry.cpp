@@ -106,7 +106,9 @@ Registry::Registry(uint32_t num_threads, const blz_pool_config &config, CpuList 
       on_thread_start_(config.on_thread_start),
       on_thread_stop_(config.on_thread_stop),
       hook_user_(config.user),
-      cap_(num_threads) {
+      cap_(num_threads),
+      spawn_thread_(config.spawn_thread),
+      spawn_user_(config.spawn_user) {
     (void)g_atfork_registered;
     const char *prefix = config.thread_name != nullptr ? config.thread_name : "blz";
     std::snprintf(name_prefix_, sizeof(name_prefix_), "%s", prefix);
@@ -172,6 +174,7 @@ void Registry::free_workers() {
 }
 
 blz_status Registry::start_workers(size_t stack_size) {
+    if (spawn_thread_ != nullptr) return hand_out_workers();
     pthread_attr_t attr;
     if (pthread_attr_init(&attr) != 0) return BLZ_ENOMEM;
     blz_status status = BLZ_OK;
@@ -189,16 +192,64 @@ blz_status Registry::start_workers(size_t stack_size) {
     return status;
 }
 
+// The embedder's threads: each spawn_thread call hands out worker i's
+// run(). The count goes up before the call, so that a destroy (or this
+// create's failure) waits for every run() that may still come.
+blz_status Registry::hand_out_workers() {
+    for (uint32_t i = 0; i < num_threads_; ++i) {
+        // relaxed: read by the run()s and the destroyer only after the
+        // handoff, which the embedder's thread start orders (and the
+        // destroyer is this thread, or one that got the pool from it).
+        adopted_running_.fetch_add(1, std::memory_order_relaxed);
+        if (!call_spawn_thread(i)) {
+            adopted_running_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: as above, nothing was handed out
+            return BLZ_ETHREAD;
+        }
+        started_ = i + 1;
+    }
+    return BLZ_OK;
+}
+
+bool Registry::call_spawn_thread(uint32_t index) {
+    try {
+        return spawn_thread_(spawn_user_, index, &Registry::run_adopted, &workers_[index]) == 0;
+    } catch (...) {
+        stop_unless_cxx_exception("a spawn_thread callback");
+        return false;  // a C++ exception: no thread was started, as a refusal
+    }
+}
+
+void Registry::run_adopted(void *worker) {
+    Worker &w = *static_cast<Worker *>(worker);
+    Registry &registry = w.registry();
+    int cancel_state = PTHREAD_CANCEL_ENABLE;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);  // as on libblitz's own threads
+    (void)registry.cpu_list_.pin_calling_thread(w.index());          // refused: unpinned (blitz.h)
+    registry.run_worker(w);
+    pthread_setcancelstate(cancel_state, nullptr);
+    // The registry lives until the destroyer's latch is set, which only the
+    // last run() to return does: the others touch nothing after their
+    // decrement. acq_rel: the last one's set() comes after every other
+    // run()'s work on the pool.
+    if (registry.adopted_running_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        // acquire: pairs with the release store that published the latch
+        // before the workers were told to stop (shut_down).
+        registry.adopted_returned_.load(std::memory_order_acquire)->set();
+    }
+}
+
 void Registry::run_worker(Worker &worker) {
     t_current_worker = &worker;
-    // "<prefix>-<index>" in 15 bytes: the prefix gives way to the index.
-    char suffix[16];
-    size_t suffix_len = static_cast<size_t>(std::snprintf(suffix, sizeof(suffix), "-%u", worker.index()));
-    size_t prefix_len = std::min(std::strlen(name_prefix_), 15 - suffix_len);
-    char name[16];
-    std::memcpy(name, name_prefix_, prefix_len);
-    std::memcpy(name + prefix_len, suffix, suffix_len + 1);
-    pthread_setname_np(pthread_self(), name);
+    if (spawn_thread_ == nullptr) {  // the embedder names the threads it starts
+        // "<prefix>-<index>" in 15 bytes: the prefix gives way to the index.
+        char suffix[16];
+        size_t suffix_len = static_cast<size_t>(std::snprintf(suffix, sizeof(suffix), "-%u", worker.index()));
+        size_t prefix_len = std::min(std::strlen(name_prefix_), 15 - suffix_len);
+        char name[16];
+        std::memcpy(name, name_prefix_, prefix_len);
+        std::memcpy(name + prefix_len, suffix, suffix_len + 1);
+        pthread_setname_np(pthread_self(), name);
+    }
     // The hooks run as this worker (fork-join from a hook works), but not
     // inside accepted work: what they spawn is refused once destroy drained.
     if (on_thread_start_ != nullptr) run_user_hook(on_thread_start_, worker.index());
@@ -283,15 +334,31 @@ void Registry::shut_down() {
         BLZ_FAULT_POINT(kDestroyWaitsForWork, this);
         drained.wait();
     }
+    Parker adopted_parker;  // a second one: a Parker's token serves one wait
+    Latch adopted_returned(Latch::current_thread(&adopted_parker));
+    // release: a run() that returns last reads it (run_adopted); stored
+    // before any worker is told to stop, so before any run() can return.
+    adopted_returned_.store(&adopted_returned, std::memory_order_release);
     // [A2] every queue is empty: stop the workers.
     for (uint32_t i = 0; i < started_; ++i) workers_[i].terminate();
+    wait_for_threads(adopted_returned);
+    started_ = 0;
+}
+
+void Registry::wait_for_threads(Latch &adopted_returned) {
+    if (spawn_thread_ != nullptr) {
+        // Every handed-out run() returns, and the last one sets the latch:
+        // wait for it even if the count reads 0 already, since that run()
+        // may still be about to set it (the latch is on this stack).
+        if (started_ > 0) adopted_returned.wait();
+        return;
+    }
     // pthread_join is a cancellation point; a destroy cancelled there would
     // leave the pool half taken down. No libblitz call is one (blitz.h).
     int cancel_state = PTHREAD_CANCEL_ENABLE;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
     for (uint32_t i = 0; i < started_; ++i) pthread_join(workers_[i].thread(), nullptr);
     pthread_setcancelstate(cancel_state, nullptr);
-    started_ = 0;
 }
 
 blz_status Registry::destroy() {

@@ -118,6 +118,8 @@ public:
 
     // The worker thread's body.
     void run_worker(Worker &worker);
+    // Worker `worker`'s life on a thread the embedder started (spawn_thread's run).
+    static void run_adopted(void *worker);
 
 private:
     Registry(uint32_t num_threads, const blz_pool_config &config, CpuList &&cpu_list);
@@ -126,6 +128,9 @@ private:
     bool allocate_workers();
     void free_workers();
     blz_status start_workers(size_t stack_size);
+    blz_status hand_out_workers();
+    void wait_for_threads(Latch &adopted_returned);
+    bool call_spawn_thread(uint32_t index);
     void shut_down();
     void destroy_in_forked_child();
     void mark_destroyed();
@@ -142,7 +147,8 @@ private:
     CpuList cpu_list_;  // empty: workers are not pinned
     uint32_t num_threads_;
     uint32_t cpus_;
-    uint32_t started_ = 0;  // workers whose thread exists
+    uint32_t started_ = 0;  // workers whose thread exists (or whose run() was handed out)
+
     uint64_t fork_generation_;
     blz_thread_fn on_thread_start_;
     blz_thread_fn on_thread_stop_;
@@ -151,6 +157,12 @@ private:
     alignas(kCacheLine) std::atomic<uint64_t> tasks_failed_{0};
     alignas(kCacheLine) ActiveCap cap_;  // read by every worker between jobs, written rarely
     alignas(kCacheLine) JobRecycler recycler_;  // pushed by workers, taken by spawners
+    blz_spawn_thread_fn spawn_thread_;  // NULL: libblitz starts the threads
+    void *spawn_user_;
+    // Handed-out run()s that have not returned; the last one to return sets
+    // the destroyer's latch, stored below before any worker can stop.
+    std::atomic<uint32_t> adopted_running_{0};
+    std::atomic<Latch *> adopted_returned_{nullptr};
 };
 
 // The number of workers a config asks for: its own, else BLZ_NUM_THREADS

@@ -129,14 +129,11 @@ read -r p f < <(sed -n 's/^dependent-crate: \([0-9]*\) passed, \([0-9]*\) failed
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
-# rayon-core's own tests. The two expected failures are the documented
-# difference of spawn_handler/build_scoped (README, Rust section): the
-# pool's work runs on libblitz's threads, not on the handler's, so a
-# scoped thread-local set around ThreadBuilder::run is not seen by it.
+# rayon-core's own tests, every one expected to pass.
 if [ ${#targets[@]} -eq 0 ]; then
     compat_log=$target/rayon-compat.log
     # TEST_TIMEOUT: each of its programs takes seconds; a hang fails in 4 minutes.
-    EXPECTED_FAILURES="spawn_scoped_tls_threadpool build_scoped_tls_threadpool" TEST_TIMEOUT=240 \
+    TEST_TIMEOUT=240 \
         CARGO_TARGET_DIR=$target/rayon-compat "$workspace/rayon-compat/run.sh" "$target/rayon-compat-work" 2>&1 |
         tee "$compat_log"
     compat_status=${PIPESTATUS[0]}

@@ -47,6 +47,8 @@ class PoolConfig(Structure):
         ("on_thread_stop", THREAD_FN),
         ("user", c_void_p),
         ("cpu_list", c_char_p),  # 0.2
+        ("spawn_thread", c_void_p),  # 0.2; NULL here: the binding lets libblitz start the threads
+        ("spawn_user", c_void_p),    # 0.2
     ]
 
 

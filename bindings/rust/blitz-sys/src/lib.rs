@@ -18,7 +18,7 @@
 #![allow(non_camel_case_types)]
 
 use std::marker::{PhantomData, PhantomPinned};
-use std::os::raw::{c_char, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 
 /// Major version: changes when the ABI breaks.
 pub const BLZ_VERSION_MAJOR: u32 = 0;
@@ -85,6 +85,13 @@ pub type blz_range_fn = Option<unsafe extern "C" fn(arg: *mut c_void, begin: usi
 /// A worker hook: called with the pool's user pointer and the worker's index. Must not unwind.
 pub type blz_thread_fn = Option<unsafe extern "C" fn(user: *mut c_void, worker_index: u32)>;
 
+/// Starts worker `worker_index`'s thread for an embedder that owns its
+/// threads (`blz_pool_config::spawn_thread`, 0.2): makes a thread other
+/// than the caller call `run(run_arg)` once and returns 0, or starts
+/// nothing and returns non-zero. Must not unwind.
+pub type blz_spawn_thread_fn =
+    Option<unsafe extern "C" fn(user: *mut c_void, worker_index: u32, run: blz_fn, run_arg: *mut c_void) -> c_int>;
+
 /// A completion callback (0.2): called once, on the worker that finished the
 /// task, with the task's status (`BLZ_OK`, `BLZ_ETASK` or `BLZ_ECANCELED`).
 /// Must not unwind.
@@ -136,6 +143,12 @@ pub struct blz_pool_config {
     /// NULL: no pinning (unless `BLZ_CPU_LIST`); else a Linux CPU list
     /// ("0-3,8-11"): worker i pinned to the i-th CPU, cycling. (0.2)
     pub cpu_list: *const c_char,
+    /// None: libblitz starts the workers' threads. Else called for each
+    /// worker, in order, during `blz_pool_create`: the thread that calls
+    /// `run(run_arg)` is that worker until the pool is destroyed. (0.2)
+    pub spawn_thread: blz_spawn_thread_fn,
+    /// Passed to `spawn_thread`. (0.2)
+    pub spawn_user: *mut c_void,
 }
 
 /// A snapshot of a pool's counters, filled by [`blz_pool_stats`]. Counters

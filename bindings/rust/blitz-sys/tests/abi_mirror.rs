@@ -11,7 +11,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::mem::{align_of, size_of, MaybeUninit};
-use std::os::raw::{c_char, c_void};
+use std::os::raw::{c_char, c_int, c_void};
 
 use blitz_sys::*;
 
@@ -92,6 +92,7 @@ fn rust_to_c(rust: &str) -> String {
         "usize" => "size_t",
         "c_void" => "void",
         "c_char" => "char",
+        "c_int" => "int",
         "()" | "" => "void",
         other => other,
     };
@@ -221,6 +222,8 @@ fn rust_structs() -> Vec<Layout> {
             on_thread_stop: blz_thread_fn,
             user: *mut c_void,
             cpu_list: *const c_char,
+            spawn_thread: blz_spawn_thread_fn,
+            spawn_user: *mut c_void,
         }),
         layout!(blz_stats {
             struct_size: u32,
@@ -471,6 +474,8 @@ fn a_wrong_layout_is_caught() {
         on_thread_stop: blz_thread_fn,
         user: *mut c_void,
         cpu_list: *const c_char,
+        spawn_thread: blz_spawn_thread_fn,
+        spawn_user: *mut c_void,
     });
     rust[1].align *= 2;
     let found = struct_mismatches(&rust, &h, &abi);
@@ -579,6 +584,7 @@ fn callback_types_match() {
         blz_range_fn: fn(*mut c_void, usize, usize);
         blz_thread_fn: fn(*mut c_void, u32);
         blz_done_fn: fn(*mut c_void, blz_status);
+        blz_spawn_thread_fn: fn(*mut c_void, u32, blz_fn, *mut c_void) -> c_int;
     };
     assert_eq!(rust.len(), h.callbacks.len(), "callback typedefs: {:?}", h.callbacks);
     for (name, ret, params, size) in &rust {

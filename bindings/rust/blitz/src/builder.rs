@@ -83,20 +83,30 @@ impl StdError for ThreadPoolBuildError {
 
 /// A worker thread to start, given to a [spawn handler](ThreadPoolBuilder::spawn_handler).
 ///
-/// libblitz starts and owns the threads that run the pool's work (its C
-/// ABI takes no thread from outside), so `run` does not turn the calling
-/// thread into a worker: it blocks until the pool has ended (every worker
-/// stopped), so that a thread the handler started lives as long as the
-/// pool, as in Rayon, and a scope that joins it waits for the pool. Work
-/// does not run on that thread: thread-locals it sets around `run` are not
-/// seen by the pool's jobs (use [`ThreadPoolBuilder::start_handler`] for
-/// per-worker setup).
+/// The handler starts a thread (or hands the work to one it has) that
+/// calls [`run`](ThreadBuilder::run): that thread is then the pool's worker
+/// `index` until the pool has ended, so thread-locals it set before `run`
+/// are seen by the pool's jobs, as in Rayon. `run` must be called exactly
+/// once, and not on the thread that builds the pool (the build returns
+/// without waiting for it; the pool's end waits for every `run`): a
+/// `ThreadBuilder` dropped without `run` leaves the pool's end waiting
+/// for ever.
 pub struct ThreadBuilder {
     index: usize,
     name: Option<String>,
     stack_size: Option<usize>,
-    stop: Arc<StopSignal>,
+    run: WorkerRun,
 }
+
+/// libblitz's `run(run_arg)` for one worker.
+struct WorkerRun {
+    run: unsafe extern "C" fn(*mut c_void),
+    arg: *mut c_void,
+}
+
+// SAFETY: the run belongs to whichever thread calls it, once; libblitz
+// keeps its worker alive until that call has returned.
+unsafe impl Send for WorkerRun {}
 
 impl ThreadBuilder {
     /// The index of the worker this stands for, `0 .. num_threads`.
@@ -114,10 +124,11 @@ impl ThreadBuilder {
         self.stack_size
     }
 
-    /// Blocks until the pool has ended (see the type's documentation), or
-    /// returns at once if its build failed.
+    /// Runs the worker on the calling thread: its start handler, the
+    /// pool's jobs until the pool has ended, its exit handler; then returns.
     pub fn run(self) {
-        self.stop.wait();
+        // SAFETY: called once (self is consumed), as blz_pool_config.spawn_thread requires.
+        unsafe { (self.run.run)(self.run.arg) }
     }
 }
 
@@ -146,15 +157,25 @@ pub trait ThreadSpawn: sealed::Sealed {
     }
 }
 
-/// No spawn handler: libblitz starts the worker threads, nothing else runs.
+/// No spawn handler: libblitz starts the worker threads, or, with a name
+/// closure, std threads with those names do (as Rayon's default does).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct DefaultSpawn;
 
 impl sealed::Sealed for DefaultSpawn {}
 
 impl ThreadSpawn for DefaultSpawn {
-    fn spawn(&mut self, _thread: ThreadBuilder) -> io::Result<()> {
-        Ok(())
+    /// Rayon's default: a std thread with the worker's name and stack size
+    /// (used when a name closure is set; else libblitz starts its own).
+    fn spawn(&mut self, thread: ThreadBuilder) -> io::Result<()> {
+        let mut builder = std::thread::Builder::new();
+        if let Some(name) = thread.name() {
+            builder = builder.name(name.to_string());
+        }
+        if let Some(size) = thread.stack_size() {
+            builder = builder.stack_size(size);
+        }
+        builder.spawn(move || thread.run()).map(drop)
     }
     fn is_default(&self) -> bool {
         true
@@ -304,11 +325,6 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
     }
 }
 
-/// How the per-thread loop of `build_pool` ended before the last thread.
-enum EarlyEnd {
-    NamePanicked(Box<dyn Any + Send>),
-    Failed(ThreadPoolBuildError),
-}
 
 impl<S> ThreadPoolBuilder<S> {
     /// Sets a custom function for starting threads: it gets a
@@ -487,78 +503,129 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
             Some(list) => Some(CString::new(list.as_str()).map_err(|_| Error::InvalidArgument)?),
             None => None,
         };
-        let stop = Arc::new(StopSignal::default());
-
-        // Per worker, in order, as Rayon does: its name, then the spawn
-        // handler. Stopping early at worker k leaves workers 0..k to start
-        // (and to stop again at once), as in Rayon.
-        let mut names = Vec::new();
-        let mut started = num_threads;
-        let mut early = None;
-        let needs_loop = self.get_thread_name.is_some() || !self.spawn_handler.is_default();
-        for index in 0..if needs_loop { num_threads } else { 0 } {
-            let name = match &mut self.get_thread_name {
-                Some(name_of) => match panic::catch_unwind(AssertUnwindSafe(|| name_of(index))) {
-                    Ok(name) => Some(name),
-                    Err(payload) => {
-                        started = index;
-                        early = Some(EarlyEnd::NamePanicked(payload));
-                        break;
-                    }
-                },
-                None => prefix.as_ref().map(|p| format!("{}-{}", p.to_string_lossy(), index)),
-            };
-            if self.get_thread_name.is_some() {
-                match name.as_deref().map(os_thread_name) {
-                    Some(Some(os_name)) => names.push(os_name),
-                    _ => {
-                        started = index;
-                        early = Some(EarlyEnd::Failed(Error::InvalidArgument.into()));
-                        break;
-                    }
-                }
-            }
-            let thread = ThreadBuilder { index, name, stack_size: self.stack_size, stop: Arc::clone(&stop) };
-            if let Err(error) = self.spawn_handler.spawn(thread) {
-                started = index;
-                early = Some(EarlyEnd::Failed(ThreadPoolBuildError { kind: BuildErrorKind::Io(error) }));
-                break;
-            }
-        }
-        names.truncate(started);
-
-        let pool = if started > 0 {
-            let registry = Registry::new(RegistryParts {
-                num_threads: started,
-                start_handler: self.start_handler.take(),
-                exit_handler: self.exit_handler.take(),
-                panic_handler: self.panic_handler.take(),
-                names,
-                breadth_first: self.breadth_first,
-                stop: Arc::clone(&stop),
-            });
-            match create(registry, started, self.stack_size.unwrap_or(0), prefix.as_ref(), cpu_list.as_ref()) {
-                Ok(pool) => Some(pool),
-                Err(error) => {
-                    stop.set();
-                    return Err(error.into());
-                }
-            }
-        } else {
-            stop.set(); // no worker will ever run: the ThreadBuilders' `run` returns
-            None
+        // libblitz starts and names ("prefix-i") its own threads, unless the
+        // threads need more: a spawn handler's, or std threads named by the
+        // name closure (Rayon's default spawn), handed out in index order.
+        let handed_out = !self.spawn_handler.is_default() || self.get_thread_name.is_some();
+        let registry = Registry::new(RegistryParts {
+            num_threads,
+            start_handler: self.start_handler.take(),
+            exit_handler: self.exit_handler.take(),
+            panic_handler: self.panic_handler.take(),
+            breadth_first: self.breadth_first,
+            stop: Arc::new(StopSignal::default()),
+        });
+        let mut handout = Handout {
+            spawn: &mut self.spawn_handler,
+            name_of: self.get_thread_name.as_mut(),
+            prefix: prefix.as_ref(),
+            stack_size: self.stack_size,
+            early: None,
         };
-        match early {
-            None => Ok(pool.expect("a pool of at least one worker")),
-            Some(end) => {
-                drop(pool); // the workers started so far stop in the background
-                match end {
-                    EarlyEnd::NamePanicked(payload) => panic::resume_unwind(payload),
-                    EarlyEnd::Failed(error) => Err(error),
-                }
-            }
+        let threads = Threads {
+            count: num_threads,
+            stack_size: self.stack_size.unwrap_or(0),
+            prefix: prefix.as_ref(),
+            cpu_list: cpu_list.as_ref(),
+            handout: if handed_out { Some(&mut handout) } else { None },
+        };
+        let created = create(registry, threads);
+        match (created, handout.early.take()) {
+            (Ok(pool), _) => Ok(pool),
+            // The workers handed out so far have come and gone (libblitz
+            // waited for them): as in Rayon, the build fails as the
+            // handler or the name closure did.
+            (Err(_), Some(end)) => end.into_result().map(|never| match never {}),
+            (Err(error), None) => Err(error.into()),
         }
     }
+}
+
+/// Worker `index`'s name: the closure's, else "prefix-index" with a prefix.
+fn thread_name(name_of: Option<&mut NameFn>, prefix: Option<&CString>, index: usize) -> Result<Option<String>, EarlyEnd> {
+    match name_of {
+        Some(name_of) => panic::catch_unwind(AssertUnwindSafe(|| name_of(index))).map(Some).map_err(EarlyEnd::Panicked),
+        None => Ok(prefix.map(|p| format!("{}-{}", p.to_string_lossy(), index))),
+    }
+}
+
+/// Why a build stopped at a worker: a closure panicked (the panic goes on
+/// once libblitz has stopped the workers handed out before), or failed.
+enum EarlyEnd {
+    Panicked(Box<dyn Any + Send>),
+    Failed(ThreadPoolBuildError),
+}
+
+enum Never {}
+
+impl EarlyEnd {
+    fn into_result(self) -> Result<Never, ThreadPoolBuildError> {
+        match self {
+            EarlyEnd::Panicked(payload) => panic::resume_unwind(payload),
+            EarlyEnd::Failed(error) => Err(error),
+        }
+    }
+}
+
+/// What the C `spawn_thread` callback needs to hand out one worker to the
+/// spawn handler: a `ThreadBuilder` with its name, index and stack size.
+struct Handout<'a> {
+    spawn: &'a mut dyn ThreadSpawn,
+    name_of: Option<&'a mut NameFn>,
+    prefix: Option<&'a CString>,
+    stack_size: Option<usize>,
+    /// Why the last call refused, for build to report after blz_pool_create.
+    early: Option<EarlyEnd>,
+}
+
+impl Handout<'_> {
+    fn hand_out(&mut self, index: usize, run: WorkerRun) -> Result<(), EarlyEnd> {
+        let name = thread_name(self.name_of.as_deref_mut(), self.prefix, index)?;
+        if name.as_deref().map_or(false, |name| name.contains('\0')) {
+            return Err(EarlyEnd::Failed(Error::InvalidArgument.into()));  // no thread can have it
+        }
+        let thread = ThreadBuilder { index, name, stack_size: self.stack_size, run };
+        match panic::catch_unwind(AssertUnwindSafe(|| self.spawn.spawn(thread))) {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(error)) => Err(EarlyEnd::Failed(ThreadPoolBuildError { kind: BuildErrorKind::Io(error) })),
+            Err(payload) => Err(EarlyEnd::Panicked(payload)),
+        }
+    }
+}
+
+/// The C `spawn_thread`: hands worker `index`'s run to the spawn handler.
+/// Never unwinds: a panic or an error is kept for build and refuses the worker.
+///
+/// # Safety
+/// `user` is the `Handout` of the `blz_pool_create` call that calls this.
+unsafe extern "C" fn hand_out_worker(
+    user: *mut c_void,
+    index: u32,
+    run: sys::blz_fn,
+    run_arg: *mut c_void,
+) -> std::os::raw::c_int {
+    let handout = &mut *(user as *mut Handout<'_>);
+    let run = match run {
+        Some(run) => run,
+        None => return 1,
+    };
+    match handout.hand_out(index as usize, WorkerRun { run, arg: run_arg }) {
+        Ok(()) => 0,
+        Err(end) => {
+            handout.early = Some(end);
+            1
+        }
+    }
+}
+
+/// How `create` starts the workers.
+struct Threads<'a, 'h> {
+    count: usize,
+    stack_size: usize,
+    prefix: Option<&'a CString>,
+    cpu_list: Option<&'a CString>,
+    /// None: libblitz starts them; else the spawn handler, through `hand_out_worker`.
+    handout: Option<&'a mut Handout<'h>>,
 }
 
 /// The number of entries of a CPU list ("0-3,8" has 5), None if it is
@@ -574,40 +641,29 @@ fn cpu_list_len(list: &str) -> Option<usize> {
     Some(entries)
 }
 
-/// A name as the OS thread gets it: at most 15 bytes (Linux keeps no
-/// more), cut at a character boundary; None if it holds a NUL byte.
-fn os_thread_name(name: &str) -> Option<CString> {
-    let mut end = name.len().min(15);
-    while !name.is_char_boundary(end) {
-        end -= 1;
-    }
-    CString::new(&name[..end]).ok()
-}
-
 /// `blz_pool_create` for a registry; the pool's hooks hold an `Arc` of it
 /// until `on_destroyed`.
-fn create(
-    registry: Registry,
-    num_threads: usize,
-    stack_size: usize,
-    prefix: Option<&CString>,
-    cpu_list: Option<&CString>,
-) -> Result<ThreadPool, Error> {
+fn create(registry: Registry, threads: Threads<'_, '_>) -> Result<ThreadPool, Error> {
     let registry = Arc::new(registry);
     let hooks_ref = Arc::into_raw(Arc::clone(&registry));
     // SAFETY: the config is initialised by the library, then filled with
-    // values that live until blz_pool_create returns (the name is copied);
-    // `hooks_ref` stays valid until on_destroyed gives it up (or below).
+    // values that live until blz_pool_create returns (the name is copied;
+    // the handout is only used during the call); `hooks_ref` stays valid
+    // until on_destroyed gives it up (or below).
     unsafe {
         let mut config = std::mem::MaybeUninit::<sys::blz_pool_config>::zeroed().assume_init();
         sys::blz_pool_config_init(&mut config);
-        config.num_threads = u32::try_from(num_threads).unwrap_or(u32::MAX);
-        config.stack_size = stack_size;
-        config.thread_name = prefix.map_or(ptr::null(), |p| p.as_ptr());
-        config.cpu_list = cpu_list.map_or(ptr::null(), |l| l.as_ptr());
+        config.num_threads = u32::try_from(threads.count).unwrap_or(u32::MAX);
+        config.stack_size = threads.stack_size;
+        config.thread_name = threads.prefix.map_or(ptr::null(), |p| p.as_ptr());
+        config.cpu_list = threads.cpu_list.map_or(ptr::null(), |l| l.as_ptr());
         config.on_thread_start = Some(on_thread_start);
         config.on_thread_stop = Some(on_thread_stop);
         config.user = hooks_ref as *mut c_void;
+        if let Some(handout) = threads.handout {
+            config.spawn_thread = Some(hand_out_worker);
+            config.spawn_user = handout as *mut Handout<'_> as *mut c_void;
+        }
         let mut raw = ptr::null_mut();
         if let Err(error) = Error::check(sys::blz_pool_create(&config, &mut raw)) {
             // The workers already started have stopped: nobody uses the hooks' Arc.

@@ -5,7 +5,6 @@
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::ffi::CString;
 use std::fmt;
 use std::io::{self, Write as _};
 use std::os::raw::c_void;
@@ -84,8 +83,6 @@ pub struct Registry {
     start_handler: Option<Handler>,
     exit_handler: Option<Handler>,
     panic_handler: Option<PanicHandler>,
-    /// Each worker's OS thread name, when the builder had a name closure.
-    names: Vec<CString>,
     /// `spawn` and `Scope::spawn` queue as their FIFO forms do (the
     /// deprecated `breadth_first` hint).
     pub(crate) breadth_first: bool,
@@ -110,7 +107,6 @@ pub(crate) struct RegistryParts {
     pub(crate) start_handler: Option<Handler>,
     pub(crate) exit_handler: Option<Handler>,
     pub(crate) panic_handler: Option<PanicHandler>,
-    pub(crate) names: Vec<CString>,
     pub(crate) breadth_first: bool,
     pub(crate) stop: Arc<StopSignal>,
 }
@@ -123,7 +119,6 @@ impl Registry {
             start_handler: parts.start_handler,
             exit_handler: parts.exit_handler,
             panic_handler: parts.panic_handler,
-            names: parts.names,
             breadth_first: parts.breadth_first,
             fifos: (0..parts.num_threads).map(|_| Mutex::new(VecDeque::new())).collect(),
             work: AtomicUsize::new(0),
@@ -354,24 +349,6 @@ pub(crate) fn with_worker_registry(f: impl FnOnce(&Registry)) {
     f(unsafe { &*registry })
 }
 
-#[cfg(target_os = "linux")]
-fn set_os_thread_name(name: &std::ffi::CStr) {
-    // libc's, declared here: the crate has no dependency. pthread_t is an
-    // unsigned long on Linux.
-    extern "C" {
-        fn pthread_self() -> std::os::raw::c_ulong;
-        fn pthread_setname_np(thread: std::os::raw::c_ulong, name: *const std::os::raw::c_char) -> i32;
-    }
-    // SAFETY: a valid NUL-terminated string of at most 15 bytes (the
-    // builder cut it), for the calling thread.
-    unsafe {
-        pthread_setname_np(pthread_self(), name.as_ptr());
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn set_os_thread_name(_name: &std::ffi::CStr) {}
-
 /// The C `on_thread_start` of every pool of this crate.
 ///
 /// # Safety
@@ -381,9 +358,6 @@ pub(crate) unsafe extern "C" fn on_thread_start(user: *mut c_void, worker_index:
     let registry = &*(user as *const Registry);
     let index = worker_index as usize;
     let _ = CURRENT.try_with(|c| c.set((registry as *const Registry, index)));
-    if let Some(name) = registry.names.get(index) {
-        set_os_thread_name(name);
-    }
     // run_handler never unwinds (handle_panic aborts rather than unwind).
     registry.run_handler(&registry.start_handler, index);
 }

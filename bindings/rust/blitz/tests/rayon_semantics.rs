@@ -769,8 +769,12 @@ fn join_context_reports_migration() {
 
 // ---- Building: names, custom spawning, errors
 
-fn os_names(pool: &ThreadPool) -> Vec<String> {
-    let mut names = pool.broadcast(|_| std::fs::read_to_string("/proc/thread-self/comm").unwrap().trim().to_string());
+fn os_names(pool: &ThreadPool) -> Vec<Vec<u8>> {
+    let mut names = pool.broadcast(|_| {
+        let mut comm = std::fs::read("/proc/thread-self/comm").unwrap();
+        comm.pop(); // the newline
+        comm
+    });
     names.sort();
     names
 }
@@ -779,12 +783,15 @@ fn os_names(pool: &ThreadPool) -> Vec<String> {
 fn thread_names_come_from_the_closure() {
     let _w = Watchdog::new("thread names", 120);
     let pool = ThreadPoolBuilder::new().num_threads(3).thread_name(|i| format!("calc#{}", i * 2)).build().unwrap();
-    assert_eq!(os_names(&pool), ["calc#0", "calc#2", "calc#4"]);
-    // Linux keeps 15 bytes, cut at a character boundary.
+    assert_eq!(os_names(&pool), [b"calc#0", b"calc#2", b"calc#4"]);
+    // The workers are std threads with those names, as in Rayon.
+    let names = pool.broadcast(|_| thread::current().name().map(str::to_string));
+    assert!(names.iter().all(|name| name.as_deref().map_or(false, |n| n.starts_with("calc#"))), "{:?}", names);
+    // Linux keeps 15 bytes of the name (std cuts it there).
     let pool = ThreadPoolBuilder::new().num_threads(1).thread_name(|_| "ééééééééé".to_string()).build().unwrap();
-    assert_eq!(os_names(&pool), ["ééééééé"]);
+    assert_eq!(os_names(&pool), ["ééééééééé".as_bytes()[..15].to_vec()]);
     let pool = ThreadPoolBuilder::new().num_threads(2).thread_name_prefix("pre").build().unwrap();
-    assert_eq!(os_names(&pool), ["pre-0", "pre-1"]);
+    assert_eq!(os_names(&pool), [b"pre-0", b"pre-1"]);
 }
 
 #[test]
@@ -812,6 +819,10 @@ fn a_panicking_name_closure_starts_and_stops_the_workers_named_before() {
     assert_eq!(started.load(Ordering::SeqCst), 3);
 }
 
+thread_local! {
+    static HANDLER_TAG: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+}
+
 #[test]
 fn a_spawn_handler_gets_each_worker_and_run_lasts_as_long_as_the_pool() {
     let _w = Watchdog::new("spawn handler", 120);
@@ -826,6 +837,7 @@ fn a_spawn_handler_gets_each_worker_and_run_lasts_as_long_as_the_pool() {
             handed.push((thread.index(), thread.name().map(String::from), thread.stack_size()));
             let returned = returned.clone();
             threads.push(thread::spawn(move || {
+                HANDLER_TAG.with(|t| t.set(thread.index()));
                 thread.run();
                 assert_eq!(blitz::current_thread_index(), None);
                 returned.fetch_add(1, Ordering::SeqCst);
@@ -845,6 +857,9 @@ fn a_spawn_handler_gets_each_worker_and_run_lasts_as_long_as_the_pool() {
     assert_eq!(pool.broadcast(|ctx| ctx.index()), [0, 1, 2]);
     thread::sleep(Duration::from_millis(20));
     assert_eq!(returned.load(Ordering::SeqCst), 0, "run lasts while the pool lives");
+    // The handler's threads are the workers: what they set before run() is the jobs' to see.
+    assert_eq!(pool.broadcast(|ctx| (ctx.index(), HANDLER_TAG.with(|t| t.get()))), [(0, 0), (1, 1), (2, 2)]);
+    assert_eq!(pool.broadcast(|_| thread::current().name().map(String::from)), [None, None, None]);
     drop(pool);
     for t in threads {
         t.join().unwrap();
