@@ -8,10 +8,11 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Tuple
 
 from ._capi import BLZ_MAX_THREADS
 from ._map import MapRun
+from ._operate import PoolOperations
 from ._runtime import KernelRun, LoopCall, Runtime, index_argument, interpreter_exiting
 
 
-class Executor(concurrent.futures.ThreadPoolExecutor):
+class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
     """A concurrent.futures executor whose workers are a libblitz pool.
 
     Executor(max_workers=None, thread_name_prefix="blz", initializer=None, initargs=())
@@ -133,21 +134,6 @@ class Executor(concurrent.futures.ThreadPoolExecutor):
         self._runtime.parallel_for(begin, end, kernel, arg, grain)
 
     # -- the rest -------------------------------------------------------
-
-    def stats(self) -> dict:
-        """A snapshot of the pool's counters (blz_pool_stats) as a dict."""
-        return self._runtime.stats()
-
-
-    def worker_stats(self, index: int) -> dict:
-        """One worker's counters and run/search/sleep nanoseconds (blz_worker_stats);
-        the pool's stats() are their sum. BlitzError (BLZ_EINVAL) for an unknown index."""
-        return self._runtime.worker_stats(index)
-
-    def set_max_active(self, n: Optional[int]) -> None:
-        """At most n workers run jobs at once from now on (blz_pool_set_max_active);
-        0 or None lifts the cap. Lowering takes effect as running jobs finish."""
-        self._runtime.set_max_active(n)
 
     def _start_parallel_for(self, begin, end, kernel, arg, grain) -> Tuple[KernelRun, LoopCall]:
         """For blitz.aio: parallel_for started as a cancellable KernelRun, from outside the pool."""

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, List, Optional, Tuple
 
 from ._map import MapRun
+from ._operate import PoolOperations
 from ._runtime import (BlitzError, Future, Runtime, check_callable, raise_stored)
 
 Task = Future  # what Pool.spawn returns: a standard concurrent.futures.Future
 
 
-class Pool:
+class Pool(PoolOperations):
     """A libblitz work-stealing pool with its own names (spawn, call, join, map, close).
 
     Pool(num_threads=None, name="blz", cpu_list=None): num_threads None uses the library's
@@ -110,21 +111,6 @@ class Pool:
             if not ok:
                 raise_stored(value)
         return [value for _, value in outcomes]
-
-    def stats(self) -> dict:
-        """A snapshot of the pool's counters (blz_pool_stats) as a dict."""
-        return self._runtime.stats()
-
-
-    def worker_stats(self, index: int) -> dict:
-        """One worker's counters and run/search/sleep nanoseconds (blz_worker_stats);
-        the pool's stats() are their sum. BlitzError (BLZ_EINVAL) for an unknown index."""
-        return self._runtime.worker_stats(index)
-
-    def set_max_active(self, n: Optional[int]) -> None:
-        """At most n workers run jobs at once from now on (blz_pool_set_max_active);
-        0 or None lifts the cap. Lowering takes effect as running jobs finish."""
-        self._runtime.set_max_active(n)
 
     def close(self) -> None:
         """Waits for every accepted task, stops the workers and frees the pool.

@@ -325,7 +325,6 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
     }
 }
 
-
 impl<S> ThreadPoolBuilder<S> {
     /// Sets a custom function for starting threads: it gets a
     /// [`ThreadBuilder`] for each worker, in index order, and typically
@@ -542,7 +541,11 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
 }
 
 /// Worker `index`'s name: the closure's, else "prefix-index" with a prefix.
-fn thread_name(name_of: Option<&mut NameFn>, prefix: Option<&CString>, index: usize) -> Result<Option<String>, EarlyEnd> {
+fn thread_name(
+    name_of: Option<&mut NameFn>,
+    prefix: Option<&CString>,
+    index: usize,
+) -> Result<Option<String>, EarlyEnd> {
     match name_of {
         Some(name_of) => panic::catch_unwind(AssertUnwindSafe(|| name_of(index))).map(Some).map_err(EarlyEnd::Panicked),
         None => Ok(prefix.map(|p| format!("{}-{}", p.to_string_lossy(), index))),
@@ -582,7 +585,7 @@ impl Handout<'_> {
     fn hand_out(&mut self, index: usize, run: WorkerRun) -> Result<(), EarlyEnd> {
         let name = thread_name(self.name_of.as_deref_mut(), self.prefix, index)?;
         if name.as_deref().map_or(false, |name| name.contains('\0')) {
-            return Err(EarlyEnd::Failed(Error::InvalidArgument.into()));  // no thread can have it
+            return Err(EarlyEnd::Failed(Error::InvalidArgument.into())); // no thread can have it
         }
         let thread = ThreadBuilder { index, name, stack_size: self.stack_size, run };
         match panic::catch_unwind(AssertUnwindSafe(|| self.spawn.spawn(thread))) {
@@ -634,7 +637,13 @@ fn cpu_list_len(list: &str) -> Option<usize> {
     let mut entries = 0usize;
     for item in list.split(',') {
         let (low, high) = item.split_once('-').unwrap_or((item, item));
-        let number = |s: &str| if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) { s.parse::<usize>().ok() } else { None };
+        let number = |s: &str| {
+            if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+                s.parse::<usize>().ok()
+            } else {
+                None
+            }
+        };
         let (low, high) = (number(low)?, number(high)?);
         entries = entries.checked_add(high.checked_sub(low)? + 1)?;
     }

@@ -391,7 +391,7 @@ impl ThreadPool {
     /// ```
     pub fn set_max_active(&self, n: usize) -> Result<(), Error> {
         let n = u32::try_from(n).unwrap_or(u32::MAX); // above the pool's size: no cap, as any large n
-        // SAFETY: self.raw is alive as long as &self.
+                                                      // SAFETY: self.raw is alive as long as &self.
         Error::check(unsafe { sys::blz_pool_set_max_active(self.raw, n) })
     }
 

@@ -233,12 +233,7 @@ impl<'scope> Scope<'scope> {
     where
         BODY: Fn(&Scope<'scope>, BroadcastContext<'_>) + Send + Sync + 'scope,
     {
-        let pool = crate::pool::SendPtr(self.base.pool);
-        self.base.spawn_job::<Scope<'scope>, _>(move |scope: &Scope<'scope>| {
-            let pool = pool;
-            // SAFETY: the pool is alive while the scope is.
-            unsafe { broadcast::run(pool.0, |ctx| body(scope, ctx)) };
-        });
+        self.base.spawn_broadcast::<Scope<'scope>, BODY>(body);
     }
 
     /// Cancels the scope: its tasks that have not started are skipped
@@ -307,12 +302,7 @@ impl<'scope> ScopeFifo<'scope> {
     where
         BODY: Fn(&ScopeFifo<'scope>, BroadcastContext<'_>) + Send + Sync + 'scope,
     {
-        let pool = crate::pool::SendPtr(self.base.pool);
-        self.base.spawn_job::<ScopeFifo<'scope>, _>(move |scope: &ScopeFifo<'scope>| {
-            let pool = pool;
-            // SAFETY: the pool is alive while the scope is.
-            unsafe { broadcast::run(pool.0, |ctx| body(scope, ctx)) };
-        });
+        self.base.spawn_broadcast::<ScopeFifo<'scope>, BODY>(body);
     }
 
     /// [`Scope::cancel`], for a FIFO scope.
@@ -393,6 +383,20 @@ impl<'scope> ScopeBase<'scope> {
         unsafe {
             self.spawn_raw(execute_job::<K, BODY>, done_job::<K, BODY>, job as *mut c_void, || drop(Box::from_raw(job)))
         }
+    }
+
+    /// A job that calls `body` once on every worker of the pool.
+    fn spawn_broadcast<K, BODY>(&self, body: BODY)
+    where
+        K: ScopeKind<'scope> + Sync,
+        BODY: Fn(&K, BroadcastContext<'_>) + Send + Sync + 'scope,
+    {
+        let pool = crate::pool::SendPtr(self.pool);
+        self.spawn_job::<K, _>(move |scope: &K| {
+            let pool = pool;
+            // SAFETY: the pool is alive while the scope is.
+            unsafe { broadcast::run(pool.0, |ctx| body(scope, ctx)) };
+        });
     }
 
     fn spawn_fifo<K, BODY>(&self, body: BODY)

@@ -10,6 +10,9 @@ use std::time::Duration;
 
 use blitz::{Error, ThreadPool, ThreadPoolBuilder};
 
+mod common;
+use common::{message, quiet_panics};
+
 fn pool(n: usize) -> ThreadPool {
     ThreadPoolBuilder::new().num_threads(n).build().expect("build")
 }
@@ -20,30 +23,6 @@ fn fib(n: u64) -> u64 {
     }
     let (a, b) = blitz::join(|| fib(n - 1), || fib(n - 2));
     a + b
-}
-
-fn message(payload: &(dyn std::any::Any + Send)) -> String {
-    if let Some(s) = payload.downcast_ref::<&str>() {
-        s.to_string()
-    } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
-    } else {
-        "?".to_string()
-    }
-}
-
-/// Silences the default panic message for the panics these tests cause on purpose.
-fn quiet_panics() {
-    static ONCE: std::sync::Once = std::sync::Once::new();
-    ONCE.call_once(|| {
-        let default = panic::take_hook();
-        panic::set_hook(Box::new(move |info| {
-            let text = info.to_string();
-            if !text.contains("on purpose") {
-                default(info);
-            }
-        }));
-    });
 }
 
 fn assert_send_sync<T: Send + Sync>() {}
