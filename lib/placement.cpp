@@ -9,42 +9,6 @@ namespace blz {
 
 namespace {
 
-// The largest CPU number a list may name: the mask reader below gives up
-// beyond it, and so no CPU above it can be in the mask.
-constexpr uint32_t kMaxCpuNumber = (uint32_t{1} << 20) - 1;
-
-// The calling thread's affinity mask, in a buffer grown until the kernel
-// accepts it (its own mask's size depends on CONFIG_NR_CPUS).
-class AffinityMask {
-public:
-    AffinityMask() {
-        for (size_t cpus = 1024; cpus <= size_t{kMaxCpuNumber} + 1; cpus *= 2) {
-            set_ = CPU_ALLOC(cpus);
-            if (set_ == nullptr) return;
-            size_ = CPU_ALLOC_SIZE(cpus);
-            if (sched_getaffinity(0, size_, set_) == 0) return;
-            const int error = errno;
-            release();
-            if (error != EINVAL) return;
-        }
-    }
-    ~AffinityMask() { release(); }
-    AffinityMask(const AffinityMask &) = delete;
-    AffinityMask &operator=(const AffinityMask &) = delete;
-
-    bool loaded() const { return set_ != nullptr; }
-    bool contains(uint32_t cpu) const { return cpu < size_ * 8 && CPU_ISSET_S(cpu, size_, set_); }
-
-private:
-    void release() {
-        if (set_ != nullptr) CPU_FREE(set_);
-        set_ = nullptr;
-        size_ = 0;
-    }
-    cpu_set_t *set_ = nullptr;
-    size_t size_ = 0;
-};
-
 // One decimal CPU number at `p`: advances `p`; false when there is none or
 // it is above kMaxCpuNumber.
 bool read_cpu(const char *&p, uint32_t &cpu) {
@@ -79,6 +43,24 @@ bool for_each_cpu(const char *text, Each &&each) {
 }
 
 }  // namespace
+
+AffinityMask::AffinityMask(size_t first_cpus, bool grow) {
+    for (size_t cpus = first_cpus; cpus <= size_t{kMaxCpuNumber} + 1; cpus *= 2) {
+        set_ = CPU_ALLOC(cpus);
+        if (set_ == nullptr) return;
+        size_ = CPU_ALLOC_SIZE(cpus);
+        if (sched_getaffinity(0, size_, set_) == 0) return;
+        const int error = errno;
+        release();
+        if (error != EINVAL || !grow) return;
+    }
+}
+
+void AffinityMask::release() {
+    if (set_ != nullptr) CPU_FREE(set_);
+    set_ = nullptr;
+    size_ = 0;
+}
 
 blz_status CpuList::parse(const char *text) {
     AffinityMask mask;

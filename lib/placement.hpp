@@ -4,13 +4,39 @@
 // thread's affinity mask before any worker starts, and then only read.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <pthread.h>
+#include <sched.h>
 
 #include "blitz.h"
 
 namespace blz {
+
+// The largest CPU number a list may name: AffinityMask gives up beyond it,
+// and so no CPU above it can be in the mask.
+inline constexpr uint32_t kMaxCpuNumber = (uint32_t{1} << 20) - 1;
+
+// The calling thread's affinity mask, in a buffer of `first_cpus` CPUs
+// grown (`grow`) until the kernel accepts it: its own mask's size depends
+// on CONFIG_NR_CPUS, more than 1024 on large machines.
+class AffinityMask {
+public:
+    explicit AffinityMask(size_t first_cpus = 1024, bool grow = true);
+    ~AffinityMask() { release(); }
+    AffinityMask(const AffinityMask &) = delete;
+    AffinityMask &operator=(const AffinityMask &) = delete;
+
+    bool loaded() const { return set_ != nullptr; }
+    bool contains(uint32_t cpu) const { return cpu < size_ * 8 && CPU_ISSET_S(cpu, size_, set_); }
+    uint32_t count() const { return loaded() ? static_cast<uint32_t>(CPU_COUNT_S(size_, set_)) : 0; }
+
+private:
+    void release();
+    cpu_set_t *set_ = nullptr;
+    size_t size_ = 0;
+};
 
 class CpuList {
 public:

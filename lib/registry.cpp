@@ -64,22 +64,11 @@ uint32_t num_threads_from_environment() {
     return static_cast<uint32_t>(value);
 }
 
-// The CPUs in this thread's affinity mask. The kernel refuses (EINVAL) a
-// buffer smaller than its own mask, whose size depends on the machine
-// (CONFIG_NR_CPUS, more than 1024 on large ones): grow until it fits.
+// The CPUs in this thread's affinity mask; 1 if it cannot be read.
 uint32_t cpus_in_affinity_mask() {
-    size_t cpus = BLZ_FAULT_MUTANT(kFixedCpuMask) ? CPU_SETSIZE : 1024;
-    for (; cpus <= (size_t{1} << 20); cpus *= 2) {
-        cpu_set_t *set = CPU_ALLOC(cpus);
-        if (set == nullptr) return 1;
-        size_t size = CPU_ALLOC_SIZE(cpus);
-        int count = sched_getaffinity(0, size, set) == 0 ? CPU_COUNT_S(size, set) : -1;
-        int error = errno;
-        CPU_FREE(set);
-        if (count > 0) return static_cast<uint32_t>(count);
-        if (count == 0 || error != EINVAL || BLZ_FAULT_MUTANT(kFixedCpuMask)) return 1;
-    }
-    return 1;
+    const bool fixed = BLZ_FAULT_MUTANT(kFixedCpuMask);  // a cpu_set_t only, never grown
+    const uint32_t count = AffinityMask(fixed ? CPU_SETSIZE : 1024, !fixed).count();
+    return count > 0 ? count : 1;
 }
 
 }  // namespace
