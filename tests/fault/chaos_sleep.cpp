@@ -105,6 +105,9 @@ TEST_CASE("chaos: 10^5 jobs injected into a sleeping pool, none stranded", "[fau
                 report_stranded(pool, cycles, target, done.completed);
             }
         }
+        // A job is counted once its function has returned, after it
+        // reported done: asleep again, every worker has counted its jobs.
+        not_asleep += !blz_test::wait_until_asleep(pool, std::chrono::milliseconds(30000));
         blz_stats s = blz_test::stats_of(pool);
         INFO(workers << " workers");
         CHECK(not_asleep == 0);
