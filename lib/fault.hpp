@@ -63,6 +63,10 @@ inline bool mutant(Mutant m) { return g_mutant.load(std::memory_order_relaxed) =
 // The index of the worker whose thread creation fails with EAGAIN, or -1.
 extern std::atomic<int64_t> g_refuse_thread;
 
+// Whether the calling thread's job-block cache holds no list (job_memory.cpp):
+// after its thread-exit cleanup it must not, whatever it held before.
+bool thread_cache_empty();
+
 }  // namespace blz::fault
 
 #define BLZ_FAULT_POINT(point, registry) ::blz::fault::reach(::blz::fault::Point::point, registry)

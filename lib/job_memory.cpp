@@ -110,6 +110,10 @@ ThreadCache &thread_cache() {
 
 }  // namespace
 
+#if defined(BLZ_FAULT_INJECTION)
+bool fault::thread_cache_empty() { return t_cache.recycled == nullptr && t_cache.joined == nullptr; }
+#endif
+
 JobRecycler::~JobRecycler() { free_list(head_.load(std::memory_order_relaxed)); }
 
 void *allocate_job_block(JobRecycler &recycler) {
