@@ -190,16 +190,28 @@ BLZ_API const char *blz_status_string(blz_status status) {
     }
 }
 
-BLZ_API void blz_pool_config_init(blz_pool_config *config) {
+// blz_pool_config_init has one version per size of the struct (abi/libblitz.map
+// lists it in both nodes). A program built against 0.1 binds to
+// blz_pool_config_init@BLITZ_0.1 and passes the 0.1 struct, beyond which
+// nothing may be written (it would be the caller's stack); a program built
+// against 0.2 binds to the default version, which clears the whole struct.
+namespace {
+void init_config(blz_pool_config *config, uint32_t size) {
     if (config == nullptr) return;
-    std::memset(config, 0, sizeof(*config));
-    config->struct_size = sizeof(*config);
+    std::memset(config, 0, size);
+    config->struct_size = size;
 }
+}  // namespace
+
+extern "C" BLZ_API void blz_pool_config_init_v01(blz_pool_config *config) { init_config(config, kConfigSizeV01); }
+extern "C" BLZ_API void blz_pool_config_init_v02(blz_pool_config *config) { init_config(config, kConfigSizeV02); }
+__asm__(".symver blz_pool_config_init_v01, blz_pool_config_init@BLITZ_0.1");
+__asm__(".symver blz_pool_config_init_v02, blz_pool_config_init@@BLITZ_0.2");
 
 BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out_pool) {
     if (out_pool == nullptr) return BLZ_EINVAL;
     blz_pool_config effective;
-    blz_pool_config_init(&effective);
+    init_config(&effective, sizeof(effective));
     if (config != nullptr) {
         if (config->struct_size < kConfigSizeV01) return BLZ_EINVAL;
         // The fields both the caller's version and this one know; the rest keep their defaults.

@@ -14,6 +14,15 @@
 #error "compat_v01.c must be compiled against the 0.1 header"
 #endif
 
+/*
+ * Linked today, a call binds to the newest version of its function; a
+ * binary linked against 0.1 references the BLITZ_0.1 one. The functions
+ * that have a newer version (abi/libblitz.map) are bound to their 0.1
+ * version here, as in such a binary: blz_pool_config_init@BLITZ_0.1
+ * clears the 0.1 struct only (the newer one would write past it).
+ */
+__asm__(".symver blz_pool_config_init, blz_pool_config_init@BLITZ_0.1");
+
 static int failures;
 
 #define CHECK(cond)                                                   \
