@@ -203,6 +203,109 @@ static bench_uts_count uts(const bench_uts_node *root, int max_depth) {
     return a.count;
 }
 
+/* ---- msort: both halves sorted by fork-join, then merged by fork-join ---- */
+
+static void merge_task(void *p) {
+    const bench_merge_job *job = p;
+    if (job->nx + job->ny <= BENCH_MERGE_GRAIN) {
+        bench_merge_sequential(job);
+        return;
+    }
+    bench_merge_job left, right;
+    bench_merge_split(job, &left, &right);
+    check(blz_fork_join(pool, merge_task, &left, merge_task, &right), "blz_fork_join");
+}
+
+typedef struct msort_args {
+    uint64_t *a, *b;
+    size_t n;
+    int to_b;
+} msort_args;
+
+static void msort_task(void *p) {
+    const msort_args *s = p;
+    if (s->n <= BENCH_MSORT_GRAIN) {
+        bench_msort_sequential(s->a, s->b, s->n, s->to_b);
+        return;
+    }
+    size_t h = s->n / 2;
+    msort_args left = {s->a, s->b, h, !s->to_b}, right = {s->a + h, s->b + h, s->n - h, !s->to_b};
+    check(blz_fork_join(pool, msort_task, &left, msort_task, &right), "blz_fork_join");
+    bench_merge_job job = bench_msort_merge_job(s->a, s->b, s->n, s->to_b);
+    merge_task(&job);
+}
+
+static void msort(uint64_t *a, uint64_t *b, size_t n) {
+    msort_args s = {a, b, n, 0};
+    check(blz_call(pool, msort_task, &s), "blz_call");
+}
+
+/* ---- matmul: the four quadrants of C by fork-join, k halves in order ---- */
+
+typedef struct mm_quadrant {
+    const bench_mm_job *job;
+    int q;
+} mm_quadrant;
+
+static void mm_task(void *p);
+
+static void mm_quadrant_task(void *p) {
+    const mm_quadrant *quadrant = p;
+    for (int k = 0; k < 2; ++k) {
+        bench_mm_job part = bench_mm_part(quadrant->job, quadrant->q, k);
+        mm_task(&part);
+    }
+}
+
+/* Quadrants q[0] and q[1] of one row of C. */
+static void mm_row_task(void *p) {
+    mm_quadrant *q = p;
+    check(blz_fork_join(pool, mm_quadrant_task, &q[0], mm_quadrant_task, &q[1]), "blz_fork_join");
+}
+
+static void mm_task(void *p) {
+    const bench_mm_job *job = p;
+    if (job->n <= BENCH_MM_BLOCK) {
+        bench_mm_block(job);
+        return;
+    }
+    mm_quadrant q[4] = {{job, 0}, {job, 1}, {job, 2}, {job, 3}};
+    check(blz_fork_join(pool, mm_row_task, &q[0], mm_row_task, &q[2]), "blz_fork_join");
+}
+
+static void matmul(double *c, const double *a, const double *b, size_t n) {
+    bench_mm_job job = {c, a, b, n, n};
+    check(blz_call(pool, mm_task, &job), "blz_call");
+}
+
+/* ---- bfs: each level's frontier split in halves by fork-join ---- */
+
+typedef struct bfs_range {
+    bench_bfs *search;
+    size_t begin, end;
+} bfs_range;
+
+static void bfs_range_task(void *p) {
+    const bfs_range *r = p;
+    if (r->end - r->begin <= BENCH_BFS_GRAIN) {
+        bench_bfs_chunk(r->search, r->begin, r->end);
+        return;
+    }
+    size_t mid = r->begin + (r->end - r->begin) / 2;
+    bfs_range left = {r->search, r->begin, mid}, right = {r->search, mid, r->end};
+    check(blz_fork_join(pool, bfs_range_task, &left, bfs_range_task, &right), "blz_fork_join");
+}
+
+static void bfs_task(void *p) {
+    bench_bfs *search = p;
+    for (size_t n = bench_bfs_frontier_size(search); n > 0; n = bench_bfs_advance(search)) {
+        bfs_range all = {search, 0, n};
+        bfs_range_task(&all);
+    }
+}
+
+static void bfs(bench_bfs *search) { check(blz_call(pool, bfs_task, search), "blz_call"); }
+
 /* ---- spawns, calls and posts from the main thread ---- */
 
 static void tiny_task(void *p) { bench_tiny_task((size_t)(uintptr_t)p); }
@@ -241,7 +344,8 @@ static int all_asleep(void) {
 
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
-        "libblitz", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep, read_stats,
+        "libblitz", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep,
+        read_stats, msort, matmul, bfs,
     };
     return bench_main(argc, argv, &runtime);
 }

@@ -53,6 +53,12 @@ typedef struct bench_runtime {
     /* Optional (NULL: unknown): 1 when every worker sleeps; pool counters. */
     int (*all_asleep)(void);
     int (*stats)(bench_pool_stats *out);
+    /* The application workloads, each by the recursion kernels.h describes:
+     * sorts a[0..n) with scratch b (the result in a); C += A B with the
+     * matrices n x n; the search bench_bfs_reset prepared, level by level. */
+    void (*msort)(uint64_t *a, uint64_t *b, size_t n);
+    void (*matmul)(double *c, const double *a, const double *b, size_t n);
+    void (*bfs)(bench_bfs *search);
 } bench_runtime;
 
 /* Runs the workload named by argv and prints its JSON line; the exit status

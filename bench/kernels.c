@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,6 +240,294 @@ static bench_uts_count uts_children_in_order(const bench_uts_node *parent, int f
 
 bench_uts_count bench_uts_sequential(const bench_uts_node *node, int max_depth) {
     return bench_uts_count_node(node, max_depth, uts_children_in_order);
+}
+
+/* ---- msort ---- */
+
+void bench_fill_keys(uint64_t *a, size_t n) {
+    for (size_t i = 0; i < n; ++i) a[i] = bench_mix64(i);
+}
+
+uint64_t bench_hash_keys(const uint64_t *a, size_t n) {
+    uint64_t h = 0xCBF29CE484222325ull;
+    for (size_t i = 0; i < n; ++i) h = (h ^ a[i]) * 0x100000001B3ull;
+    return h;
+}
+
+int bench_keys_sorted(const uint64_t *a, size_t n) {
+    for (size_t i = 1; i < n; ++i)
+        if (a[i - 1] > a[i]) return 0;
+    return 1;
+}
+
+static void insertion_sort_keys(uint64_t *a, size_t n) {
+    for (size_t i = 1; i < n; ++i) {
+        uint64_t v = a[i];
+        size_t j = i;
+        for (; j > 0 && a[j - 1] > v; --j) a[j] = a[j - 1];
+        a[j] = v;
+    }
+}
+
+void bench_merge_sequential(const bench_merge_job *job) {
+    const uint64_t *x = job->x, *y = job->y;
+    size_t i = 0, j = 0, k = 0;
+    while (i < job->nx && j < job->ny) job->out[k++] = y[j] < x[i] ? y[j++] : x[i++];
+    while (i < job->nx) job->out[k++] = x[i++];
+    while (j < job->ny) job->out[k++] = y[j++];
+}
+
+bench_merge_job bench_msort_merge_job(uint64_t *a, uint64_t *b, size_t n, int to_b) {
+    size_t h = n / 2;
+    const uint64_t *from = to_b ? a : b;
+    bench_merge_job job = {from, from + h, h, n - h, to_b ? b : a};
+    return job;
+}
+
+void bench_msort_sequential(uint64_t *a, uint64_t *b, size_t n, int to_b) {
+    if (n <= 16) {
+        insertion_sort_keys(a, n);
+        if (to_b) memcpy(b, a, n * sizeof *a);
+        return;
+    }
+    size_t h = n / 2;
+    bench_msort_sequential(a, b, h, !to_b);
+    bench_msort_sequential(a + h, b + h, n - h, !to_b);
+    bench_merge_job job = bench_msort_merge_job(a, b, n, to_b);
+    bench_merge_sequential(&job);
+}
+
+/* The first index of y[0, n) whose key is at least `key`. */
+static size_t lower_bound_keys(const uint64_t *y, size_t n, uint64_t key) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (y[mid] < key) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+void bench_merge_split(const bench_merge_job *job, bench_merge_job *left, bench_merge_job *right) {
+    /* Cut the longer run in its middle so that both parts shrink by a quarter at least. */
+    int swap = job->nx < job->ny;
+    const uint64_t *x = swap ? job->y : job->x, *y = swap ? job->x : job->y;
+    size_t nx = swap ? job->ny : job->nx, ny = swap ? job->nx : job->ny;
+    size_t mx = nx / 2, my = lower_bound_keys(y, ny, x[mx]);
+    /* left: x[0, mx) <= x[mx] and y[0, my) < x[mx]; right: the rest, all >= x[mx]. */
+    bench_merge_job l = {x, y, mx, my, job->out};
+    bench_merge_job r = {x + mx, y + my, nx - mx, ny - my, job->out + mx + my};
+    *left = l;
+    *right = r;
+}
+
+/* ---- matmul ---- */
+
+void bench_fill_matrices(double *a, double *b, double *c, size_t n) {
+    size_t cells = n * n;
+    for (size_t i = 0; i < cells; ++i) {
+        a[i] = (double)(bench_mix64(i) % 1000);
+        b[i] = (double)(bench_mix64(cells + i) % 1000);
+        c[i] = (double)(bench_mix64(2 * cells + i) % 1000);
+    }
+}
+
+bench_mm_job bench_mm_part(const bench_mm_job *job, int q, int k) {
+    size_t h = job->n / 2, ld = job->ld;
+    size_t row = (size_t)(q / 2) * h, col = (size_t)(q % 2) * h, mid = (size_t)k * h;
+    bench_mm_job part = {job->c + row * ld + col, job->a + row * ld + mid, job->b + mid * ld + col, h, ld};
+    return part;
+}
+
+/* restrict: C never overlaps A or B, which lets gcc vectorize the j loop
+ * without run-time overlap checks (the Rust twin's slices say the same). */
+static void mm_block(double *restrict c, const double *restrict a, const double *restrict b, size_t ld) {
+    for (size_t i = 0; i < BENCH_MM_BLOCK; ++i)
+        for (size_t k = 0; k < BENCH_MM_BLOCK; ++k) {
+            double aik = a[i * ld + k];
+            for (size_t j = 0; j < BENCH_MM_BLOCK; ++j) c[i * ld + j] += aik * b[k * ld + j];
+        }
+}
+
+void bench_mm_block(const bench_mm_job *job) { mm_block(job->c, job->a, job->b, job->ld); }
+
+void bench_mm_sequential(const bench_mm_job *job) {
+    if (job->n <= BENCH_MM_BLOCK) {
+        bench_mm_block(job);
+        return;
+    }
+    for (int q = 0; q < 4; ++q)
+        for (int k = 0; k < 2; ++k) {
+            bench_mm_job part = bench_mm_part(job, q, k);
+            bench_mm_sequential(&part);
+        }
+}
+
+/* ---- bfs ---- */
+
+/* Shortcut s of vertex v: a stream of mix64 apart from the other inputs'. */
+static uint32_t shortcut_target(uint32_t v, uint32_t s, uint32_t shortcuts, uint32_t vertices) {
+    return (uint32_t)(bench_mix64(((uint64_t)1 << 40) + (uint64_t)v * shortcuts + s) % vertices);
+}
+
+/* One directed edge: counted into offsets[from + 1] while cursor is NULL,
+ * else stored at from's next free slot. */
+static void graph_add(bench_graph *g, size_t *cursor, uint32_t from, uint32_t to) {
+    if (cursor == NULL) ++g->offsets[from + 1];
+    else g->targets[cursor[from]++] = to;
+}
+
+/* Every directed edge in a fixed order: grid edges, then shortcuts. */
+static void graph_edges(bench_graph *g, size_t *cursor, uint32_t side, uint32_t shortcuts) {
+    for (uint32_t r = 0; r < side; ++r)
+        for (uint32_t c = 0; c < side; ++c) {
+            uint32_t v = r * side + c;
+            if (c + 1 < side) graph_add(g, cursor, v, v + 1);
+            if (c > 0) graph_add(g, cursor, v, v - 1);
+            if (r + 1 < side) graph_add(g, cursor, v, v + side);
+            if (r > 0) graph_add(g, cursor, v, v - side);
+        }
+    for (uint32_t v = 0; v < g->vertices; ++v)
+        for (uint32_t s = 0; s < shortcuts; ++s) {
+            uint32_t u = shortcut_target(v, s, shortcuts, g->vertices);
+            graph_add(g, cursor, v, u);
+            graph_add(g, cursor, u, v);
+        }
+}
+
+static void *alloc_or_fail(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (p == NULL) {
+        fprintf(stderr, "bench: out of memory for %zu bytes\n", bytes);
+        exit(1);
+    }
+    return p;
+}
+
+void bench_graph_build(bench_graph *g, uint32_t side, uint32_t shortcuts) {
+    g->vertices = side * side;
+    g->offsets = alloc_or_fail(((size_t)g->vertices + 1) * sizeof *g->offsets);
+    memset(g->offsets, 0, ((size_t)g->vertices + 1) * sizeof *g->offsets);
+    graph_edges(g, NULL, side, shortcuts);
+    for (uint32_t v = 0; v < g->vertices; ++v) g->offsets[v + 1] += g->offsets[v];
+    g->edges = g->offsets[g->vertices];
+    g->targets = alloc_or_fail(g->edges * sizeof *g->targets);
+    size_t *cursor = alloc_or_fail((size_t)g->vertices * sizeof *cursor);
+    memcpy(cursor, g->offsets, (size_t)g->vertices * sizeof *cursor);
+    graph_edges(g, cursor, side, shortcuts);
+    free(cursor);
+}
+
+void bench_graph_free(bench_graph *g) {
+    free(g->offsets);
+    free(g->targets);
+}
+
+struct bench_bfs {
+    const bench_graph *graph;
+    _Atomic int32_t *level;  /* -1: unseen; claimed by compare-and-swap */
+    uint32_t *frontier, *next;
+    size_t frontier_size;
+    _Atomic size_t next_size;  /* slots of `next` handed out so far */
+    int32_t depth;             /* the level of the current frontier */
+};
+
+bench_bfs *bench_bfs_create(const bench_graph *g) {
+    bench_bfs *s = alloc_or_fail(sizeof *s);
+    s->graph = g;
+    s->level = alloc_or_fail((size_t)g->vertices * sizeof *s->level);
+    /* Each vertex enters one frontier at most. Filled so that the search
+     * does not take the first-touch page faults. */
+    s->frontier = alloc_or_fail((size_t)g->vertices * sizeof *s->frontier);
+    s->next = alloc_or_fail((size_t)g->vertices * sizeof *s->next);
+    memset(s->frontier, 0xFF, (size_t)g->vertices * sizeof *s->frontier);
+    memset(s->next, 0xFF, (size_t)g->vertices * sizeof *s->next);
+    return s;
+}
+
+void bench_bfs_destroy(bench_bfs *s) {
+    free(s->level);
+    free(s->frontier);
+    free(s->next);
+    free(s);
+}
+
+void bench_bfs_reset(bench_bfs *s, uint32_t source) {
+    for (uint32_t v = 0; v < s->graph->vertices; ++v) atomic_init(&s->level[v], -1);
+    atomic_init(&s->level[source], 0);
+    s->frontier[0] = source;
+    s->frontier_size = 1;
+    atomic_init(&s->next_size, 0);
+    s->depth = 0;
+}
+
+size_t bench_bfs_frontier_size(const bench_bfs *s) { return s->frontier_size; }
+
+enum { BFS_FOUND_BUFFER = 1024 };
+
+/* Appends found[0, count) to the next frontier: one atomic add per batch. */
+static void bfs_flush(bench_bfs *s, const uint32_t *found, size_t count) {
+    /* relaxed: the slots reserved are this chunk's alone, and the join that
+     * ends the level orders these writes before the next level reads them. */
+    size_t at = atomic_fetch_add_explicit(&s->next_size, count, memory_order_relaxed);
+    memcpy(s->next + at, found, count * sizeof *found);
+}
+
+/* 1 if this call claimed u for level `to` (it was unseen). */
+static int bfs_claim(bench_bfs *s, uint32_t u, int32_t to) {
+    /* Load first: most neighbours are already seen, and a failed CAS still
+     * takes the cache line exclusively. relaxed: the level is the only data
+     * the claim protects; the joins order everything else. */
+    if (atomic_load_explicit(&s->level[u], memory_order_relaxed) != -1) return 0;
+    int32_t unseen = -1;
+    return atomic_compare_exchange_strong_explicit(&s->level[u], &unseen, to, memory_order_relaxed,
+                                                   memory_order_relaxed);
+}
+
+void bench_bfs_chunk(bench_bfs *s, size_t begin, size_t end) {
+    const bench_graph *g = s->graph;
+    int32_t to = s->depth + 1;
+    uint32_t found[BFS_FOUND_BUFFER];
+    size_t count = 0;
+    for (size_t i = begin; i < end; ++i) {
+        uint32_t v = s->frontier[i];
+        for (size_t e = g->offsets[v]; e < g->offsets[v + 1]; ++e) {
+            uint32_t u = g->targets[e];
+            if (!bfs_claim(s, u, to)) continue;
+            found[count++] = u;
+            if (count == BFS_FOUND_BUFFER) {
+                bfs_flush(s, found, count);
+                count = 0;
+            }
+        }
+    }
+    if (count > 0) bfs_flush(s, found, count);
+}
+
+size_t bench_bfs_advance(bench_bfs *s) {
+    uint32_t *t = s->frontier;
+    s->frontier = s->next;
+    s->next = t;
+    s->frontier_size = atomic_load_explicit(&s->next_size, memory_order_relaxed);  /* relaxed: after the join */
+    atomic_store_explicit(&s->next_size, 0, memory_order_relaxed);
+    ++s->depth;
+    return s->frontier_size;
+}
+
+void bench_bfs_sequential(bench_bfs *s) {
+    for (size_t n = bench_bfs_frontier_size(s); n > 0; n = bench_bfs_advance(s)) bench_bfs_chunk(s, 0, n);
+}
+
+bench_bfs_result bench_bfs_summary(const bench_bfs *s) {
+    bench_bfs_result r = {0, 0, 0};
+    for (uint32_t v = 0; v < s->graph->vertices; ++v) {
+        int32_t level = atomic_load_explicit(&s->level[v], memory_order_relaxed);  /* relaxed: the search is over */
+        if (level < 0) continue;
+        ++r.reached;
+        r.level_sum += (uint64_t)level;
+        if ((uint32_t)level + 1 > r.levels) r.levels = (uint32_t)level + 1;
+    }
+    return r;
 }
 
 static uint32_t *tiny_slots;

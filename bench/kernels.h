@@ -87,6 +87,96 @@ static inline void bench_uts_add(bench_uts_count *a, bench_uts_count b) {
     a->leaves += b.leaves;
 }
 
+/* ---- msort: merge sort of 64-bit keys (the application workloads) ----
+ * Every runtime sorts by the same recursion: split in halves, sort both
+ * halves by fork-join (each into the other buffer: the buffers alternate
+ * level by level, so no copy-back pass), then merge them by fork-join
+ * (bench_merge_split) down to BENCH_MERGE_GRAIN output elements. Ranges of
+ * at most BENCH_MSORT_GRAIN keys are sorted by bench_msort_sequential. */
+#define BENCH_MSORT_GRAIN 2048
+#define BENCH_MERGE_GRAIN 8192
+/* a[i] = mix64(i). */
+void bench_fill_keys(uint64_t *a, size_t n);
+/* FNV-1a over the keys; 1 if a is in non-decreasing order. */
+uint64_t bench_hash_keys(const uint64_t *a, size_t n);
+int bench_keys_sorted(const uint64_t *a, size_t n);
+/* Sorts the n keys of a, using b (n keys) as scratch; the sorted keys end
+ * in b if to_b, else in a. Top-down merge sort, insertion sort below 16. */
+void bench_msort_sequential(uint64_t *a, uint64_t *b, size_t n, int to_b);
+/* Merging runs x and y into out (nx + ny keys). */
+typedef struct bench_merge_job {
+    const uint64_t *x, *y;
+    size_t nx, ny;
+    uint64_t *out;
+} bench_merge_job;
+/* The merge that ends a sort of a[0..n) with scratch b whose halves are
+ * sorted: they are in b if to_b is 0 (the result goes to a), else in a. */
+bench_merge_job bench_msort_merge_job(uint64_t *a, uint64_t *b, size_t n, int to_b);
+void bench_merge_sequential(const bench_merge_job *job);
+/* Splits a merge of more than BENCH_MERGE_GRAIN keys into two independent
+ * merges: the middle key of the longer run and its lower bound in the
+ * other run cut both runs and the output. */
+void bench_merge_split(const bench_merge_job *job, bench_merge_job *left, bench_merge_job *right);
+
+/* ---- matmul: C += A B for n x n row-major doubles ----
+ * Every runtime recurses on the four quadrants of C by fork-join; inside a
+ * quadrant the two halves of the k dimension run one after the other, so
+ * each element of C adds its products in k order in every runtime (equal
+ * bits). A job of BENCH_MM_BLOCK x BENCH_MM_BLOCK runs bench_mm_block.
+ * n must be BENCH_MM_BLOCK times a power of two. */
+#define BENCH_MM_BLOCK 64
+typedef struct bench_mm_job {
+    double *c;
+    const double *a, *b;
+    size_t n;   /* the block's side */
+    size_t ld;  /* the row stride of all three matrices */
+} bench_mm_job;
+/* a[i] = mix64(i) % 1000, b[i] = mix64(n^2 + i) % 1000, c[i] = mix64(2 n^2 + i) % 1000:
+ * integer-valued, so C0 + A B is exact and the driver can check it. */
+void bench_fill_matrices(double *a, double *b, double *c, size_t n);
+/* The part of job for output quadrant q (0 top left, 1 top right, 2 bottom
+ * left, 3 bottom right) and half k (0, 1) of the inner dimension. */
+bench_mm_job bench_mm_part(const bench_mm_job *job, int q, int k);
+/* The kernel: C += A B on one BENCH_MM_BLOCK-sided job, plain i-k-j loops. */
+void bench_mm_block(const bench_mm_job *job);
+void bench_mm_sequential(const bench_mm_job *job);
+
+/* ---- bfs: level-synchronous breadth-first search ----
+ * The graph: a side x side grid (4-neighbour) plus, for each vertex v,
+ * `shortcuts` undirected edges to mix64(2^40 + v * shortcuts + s) % V,
+ * in CSR form, built untimed. The search from vertex 0 expands one level
+ * at a time: the runtime splits the frontier by fork-join down to
+ * BENCH_BFS_GRAIN vertices and runs bench_bfs_chunk on each piece, which
+ * claims unseen neighbours by compare-and-swap on their level and appends
+ * them to the next frontier. The checksum, vertices reached and the sum of
+ * their levels, does not depend on the schedule. */
+#define BENCH_BFS_GRAIN 512
+typedef struct bench_graph {
+    uint32_t vertices;
+    size_t edges;       /* directed: each undirected edge twice */
+    size_t *offsets;    /* vertices + 1 */
+    uint32_t *targets;  /* edges */
+} bench_graph;
+void bench_graph_build(bench_graph *g, uint32_t side, uint32_t shortcuts);
+void bench_graph_free(bench_graph *g);
+typedef struct bench_bfs bench_bfs;  /* opaque: its level array is C11 atomics */
+bench_bfs *bench_bfs_create(const bench_graph *g);
+void bench_bfs_destroy(bench_bfs *s);
+/* Untimed: every level unseen, the frontier {source} at level 0. */
+void bench_bfs_reset(bench_bfs *s, uint32_t source);
+size_t bench_bfs_frontier_size(const bench_bfs *s);
+/* Expands frontier[begin, end); chunks of one level may run in parallel. */
+void bench_bfs_chunk(bench_bfs *s, size_t begin, size_t end);
+/* After every chunk of the level has run: the next frontier becomes the
+ * current one; returns its size (0: the search is over). */
+size_t bench_bfs_advance(bench_bfs *s);
+void bench_bfs_sequential(bench_bfs *s);
+typedef struct bench_bfs_result {
+    uint64_t reached, level_sum;
+    uint32_t levels;  /* non-empty frontiers */
+} bench_bfs_result;
+bench_bfs_result bench_bfs_summary(const bench_bfs *s);
+
 /* The spawn workloads' tiny task: writes i + 1 into slot i of an array
  * (bench_tiny_prepare allocates and zeroes it), so that the tasks share no
  * counter; bench_tiny_checksum sums the slots afterwards, untimed. */

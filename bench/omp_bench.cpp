@@ -115,6 +115,80 @@ bench_uts_count uts(const bench_uts_node *root, int max_depth) {
     return r;
 }
 
+// msort: both halves sorted by a task and the caller, then merged so too.
+void merge_rec(const bench_merge_job &job) {
+    if (job.nx + job.ny <= BENCH_MERGE_GRAIN) {
+        bench_merge_sequential(&job);
+        return;
+    }
+    bench_merge_job left, right;
+    bench_merge_split(&job, &left, &right);
+#pragma omp task firstprivate(left)
+    merge_rec(left);
+    merge_rec(right);
+#pragma omp taskwait
+}
+
+void msort_rec(uint64_t *a, uint64_t *b, size_t n, int to_b) {
+    if (n <= BENCH_MSORT_GRAIN) {
+        bench_msort_sequential(a, b, n, to_b);
+        return;
+    }
+    size_t h = n / 2;
+#pragma omp task
+    msort_rec(a, b, h, !to_b);
+    msort_rec(a + h, b + h, n - h, !to_b);
+#pragma omp taskwait
+    merge_rec(bench_msort_merge_job(a, b, n, to_b));
+}
+
+void msort(uint64_t *a, uint64_t *b, size_t n) {
+    in_team([&] { msort_rec(a, b, n, 0); });
+}
+
+// matmul: three quadrants of C as tasks, the fourth by the caller, k halves in order.
+void mm_rec(const bench_mm_job &job);
+
+void mm_quadrant(const bench_mm_job &job, int q) {
+    for (int k = 0; k < 2; ++k) mm_rec(bench_mm_part(&job, q, k));
+}
+
+void mm_rec(const bench_mm_job &job) {
+    if (job.n <= BENCH_MM_BLOCK) {
+        bench_mm_block(&job);
+        return;
+    }
+    for (int q = 0; q < 3; ++q) {
+#pragma omp task firstprivate(q)
+        mm_quadrant(job, q);
+    }
+    mm_quadrant(job, 3);
+#pragma omp taskwait
+}
+
+void matmul(double *c, const double *a, const double *b, size_t n) {
+    in_team([&] { mm_rec(bench_mm_job{c, a, b, n, n}); });
+}
+
+// bfs: each level's frontier split in halves, one half a task.
+void bfs_range(bench_bfs *search, size_t begin, size_t end) {
+    if (end - begin <= BENCH_BFS_GRAIN) {
+        bench_bfs_chunk(search, begin, end);
+        return;
+    }
+    size_t mid = begin + (end - begin) / 2;
+#pragma omp task
+    bfs_range(search, begin, mid);
+    bfs_range(search, mid, end);
+#pragma omp taskwait
+}
+
+void bfs(bench_bfs *search) {
+    in_team([search] {
+        for (size_t n = bench_bfs_frontier_size(search); n > 0; n = bench_bfs_advance(search)) bfs_range(search, 0, n);
+    });
+}
+
 void spawn_wait(size_t count) {
     in_team([count] {
         for (size_t i = 0; i < count; ++i) {
@@ -135,6 +209,7 @@ void call(bench_fn fn, void *arg) {
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         "OpenMP", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, call, nullptr, nullptr,
+        msort, matmul, bfs,
     };
     return bench_main(argc, argv, &runtime);
 }

@@ -37,10 +37,19 @@ static void spawn_wait(size_t count) {
 
 static void call(bench_fn fn, void *arg) { fn(arg); }
 
+/* The application workloads: the same recursions, with no fork and the
+ * merges sequential (kernels.h). */
+static void msort(uint64_t *a, uint64_t *b, size_t n) { bench_msort_sequential(a, b, n, 0); }
+
+static void matmul(double *c, const double *a, const double *b, size_t n) {
+    bench_mm_job job = {c, a, b, n, n};
+    bench_mm_sequential(&job);
+}
+
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         "sequential", 1, start, stop, bench_fib, tree_sum, sum, map, bench_qs_sequential,
-        bench_uts_sequential, spawn_wait, call, call, NULL, NULL,
+        bench_uts_sequential, spawn_wait, call, call, NULL, NULL, msort, matmul, bench_bfs_sequential,
     };
     return bench_main(argc, argv, &runtime);
 }

@@ -116,6 +116,63 @@ bench_uts_count uts(const bench_uts_node *root, int max_depth) {
     return r;
 }
 
+// msort: both halves sorted by parallel_invoke, then merged by parallel_invoke.
+void merge_rec(const bench_merge_job &job) {
+    if (job.nx + job.ny <= BENCH_MERGE_GRAIN) {
+        bench_merge_sequential(&job);
+        return;
+    }
+    bench_merge_job left, right;
+    bench_merge_split(&job, &left, &right);
+    tbb::parallel_invoke([&] { merge_rec(left); }, [&] { merge_rec(right); });
+}
+
+void msort_rec(uint64_t *a, uint64_t *b, size_t n, int to_b) {
+    if (n <= BENCH_MSORT_GRAIN) {
+        bench_msort_sequential(a, b, n, to_b);
+        return;
+    }
+    size_t h = n / 2;
+    tbb::parallel_invoke([=] { msort_rec(a, b, h, !to_b); }, [=] { msort_rec(a + h, b + h, n - h, !to_b); });
+    merge_rec(bench_msort_merge_job(a, b, n, to_b));
+}
+
+void msort(uint64_t *a, uint64_t *b, size_t n) {
+    arena->execute([&] { msort_rec(a, b, n, 0); });
+}
+
+// matmul: the four quadrants of C by one parallel_invoke, k halves in order.
+void mm_rec(const bench_mm_job &job) {
+    if (job.n <= BENCH_MM_BLOCK) {
+        bench_mm_block(&job);
+        return;
+    }
+    auto quadrant = [&job](int q) {
+        for (int k = 0; k < 2; ++k) mm_rec(bench_mm_part(&job, q, k));
+    };
+    tbb::parallel_invoke([&] { quadrant(0); }, [&] { quadrant(1); }, [&] { quadrant(2); }, [&] { quadrant(3); });
+}
+
+void matmul(double *c, const double *a, const double *b, size_t n) {
+    arena->execute([&] { mm_rec(bench_mm_job{c, a, b, n, n}); });
+}
+
+// bfs: each level's frontier split in halves by parallel_invoke.
+void bfs_range(bench_bfs *search, size_t begin, size_t end) {
+    if (end - begin <= BENCH_BFS_GRAIN) {
+        bench_bfs_chunk(search, begin, end);
+        return;
+    }
+    size_t mid = begin + (end - begin) / 2;
+    tbb::parallel_invoke([=] { bfs_range(search, begin, mid); }, [=] { bfs_range(search, mid, end); });
+}
+
+void bfs(bench_bfs *search) {
+    arena->execute([&] {
+        for (size_t n = bench_bfs_frontier_size(search); n > 0; n = bench_bfs_advance(search)) bfs_range(search, 0, n);
+    });
+}
+
 void spawn_wait(size_t count) {
     arena->execute([&] {
         tbb::task_group group;
@@ -147,6 +204,7 @@ void post(bench_fn fn, void *arg) {
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         "oneTBB", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, nullptr, nullptr,
+        msort, matmul, bfs,
     };
     return bench_main(argc, argv, &runtime);
 }
