@@ -13,8 +13,9 @@ rotated, ...), at least --runs times each (default 5), checks every
 checksum against the sequential program's, takes medians and the ratios
 libblitz / peer, and writes bench/results/latest.json and, through
 bench/report.py, docs/benchmarks.md with its charts. With NAMEs only those
-workloads run; the others keep their figures from the previous run in
-latest.json, each with its own date.
+workloads run (apps: the application workloads msort, matmul and bfs); the
+others keep their figures from the previous run in latest.json, each with
+its own date and machine.
 
 --report-only renders the report again from the raw runs in latest.json
 (medians and flags recomputed), running nothing.
@@ -52,7 +53,7 @@ IMPLS = [BLITZ] + PEERS + [SEQ]
 # below 0.9, or below 1.9 on two workers) is flagged and left out of the
 # medians: the VM did not deliver the CPUs. With more workers than the 2
 # vCPUs, CPU/wall is shown but not judged (idle workers may rightly sleep).
-THROUGHPUT = {"fib", "tree", "parfor", "uts"}
+THROUGHPUT = {"fib", "tree", "parfor", "uts", "msort", "matmul", "bfs"}
 CPU_SHORTFALL_ALLOWED = 0.1
 
 
@@ -82,6 +83,11 @@ def full_plan():
         "idle": [Case("idle", {"phase": "after"}, [2], "CPU in the 100 ms after work"),
                  Case("idle", {"phase": "trickle", "ms": 2000}, [2], "one tiny task every 1 ms for 2 s")],
         "storm": [Case("storm", {"tasks": 1000, "storms": 10}, [16, 2], "1000 spawns into a sleeping pool")],
+        # The application workloads (issue 17); the NAME apps runs all three.
+        "msort": [Case("msort", {"n": 10**7}, [1, 2], "merge sort of 10^7 64-bit keys")],
+        "matmul": [Case("matmul", {"n": 1024}, [1, 2], "C += A B, 1024 x 1024 doubles")],
+        "bfs": [Case("bfs", {"side": 1000, "shortcuts": 3}, [1, 2],
+                     "BFS of a 1000 x 1000 grid with 3 shortcuts per vertex (10^6 vertices, 10^7 directed edges)")],
     }
 
 
@@ -97,7 +103,15 @@ def smoke_plan():
         "idle": [Case("idle", {"phase": "after", "quiet_ms": 5}, [2], ""),
                  Case("idle", {"phase": "trickle", "ms": 20}, [2], "")],
         "storm": [Case("storm", {"tasks": 50, "storms": 2, "gap_ms": 2}, [4], "")],
+        # Above every cutoff, so that the forks and the parallel merge run.
+        "msort": [Case("msort", {"n": 50000}, [1, 2], "")],
+        "matmul": [Case("matmul", {"n": 128}, [2], "")],
+        "bfs": [Case("bfs", {"side": 100, "shortcuts": 3}, [1, 2], "")],
     }
+
+
+# NAMEs that stand for several workloads.
+ALIASES = {"apps": ["msort", "matmul", "bfs"]}
 
 
 EXTRAS = ["rustjoin", "sort"]
@@ -138,6 +152,42 @@ def uts_count(max_depth):
     return f"{nodes}/{leaves}"
 
 
+def matmul_reference(n):
+    """C0 + A B exactly (integer-valued inputs, as bench_fill_matrices makes them)."""
+    cells = n * n
+    a = [mix64(i) % 1000 for i in range(cells)]
+    b = [mix64(cells + i) % 1000 for i in range(cells)]
+    columns = [b[j::n] for j in range(n)]
+    c = []
+    for i in range(n):
+        row = a[i * n:(i + 1) * n]
+        c += [mix64(2 * cells + i * n + j) % 1000 + sum(map(int.__mul__, row, columns[j])) for j in range(n)]
+    return fnv_doubles(float(v) for v in c)
+
+
+def bfs_reference(side, shortcuts):
+    """Vertices reached from vertex 0 and the sum of their levels, by a plain
+    queue over the edge set bench_graph_build makes."""
+    vertices = side * side
+    adjacent = [[] for _ in range(vertices)]
+    for v in range(vertices):
+        r, c = divmod(v, side)
+        adjacent[v] += [u for u, ok in ((v + 1, c + 1 < side), (v - 1, c > 0), (v + side, r + 1 < side),
+                                        (v - side, r > 0)) if ok]
+        for s in range(shortcuts):
+            u = mix64((1 << 40) + v * shortcuts + s) % vertices
+            adjacent[v].append(u)
+            adjacent[u].append(v)
+    level = [-1] * vertices
+    level[0], queue = 0, [0]
+    for v in queue:  # the list grows while it is read: a FIFO queue
+        for u in adjacent[v]:
+            if level[u] < 0:
+                level[u] = level[v] + 1
+                queue.append(u)
+    return f"{len(queue)}/{sum(level[v] for v in queue)}"
+
+
 def reference_checksum(workload, p):
     if workload == "fib":
         a, b = 0, 1
@@ -155,6 +205,15 @@ def reference_checksum(workload, p):
         return f"{sum(x):.0f}" if p["op"] == "sum" else fnv_doubles(math.sqrt(v) * 3.0 for v in x)
     if workload == "uts":
         return uts_count(p["depth"])
+    if workload == "msort":
+        h = 0xCBF29CE484222325
+        for key in sorted(mix64(i) for i in range(p["n"])):
+            h = ((h ^ key) * 0x100000001B3) & MASK64
+        return f"{h:016x}"
+    if workload == "matmul":
+        return matmul_reference(p["n"])
+    if workload == "bfs":
+        return bfs_reference(p["side"], p["shortcuts"])
     if workload in ("spawn", "storm"):
         return str(p["tasks"] * (p["tasks"] + 1) // 2)
     if workload == "idle":
@@ -426,7 +485,8 @@ def load_previous():
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("build_dir")
-    parser.add_argument("names", nargs="*", help="workloads: " + " ".join(list(full_plan()) + EXTRAS))
+    parser.add_argument("names", nargs="*",
+                        help="workloads: " + " ".join(list(full_plan()) + list(ALIASES) + EXTRAS))
     parser.add_argument("--runs", type=int, default=5, help="interleaved runs per runtime (at least 5)")
     parser.add_argument("--note", default="", help="a line for the report about the conditions of the run")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes, checksums only")
@@ -439,7 +499,7 @@ def main():
     if args.report_only:
         return write_outputs(resummarize(load_previous()))
     plan = full_plan()
-    names = args.names or list(plan) + EXTRAS
+    names = [n for name in args.names or list(plan) + EXTRAS for n in ALIASES.get(name, [name])]
     unknown = [n for n in names if n not in plan and n not in EXTRAS]
     if unknown or args.runs < 5:
         parser.error(f"unknown workload {unknown}" if unknown else "--runs must be at least 5")
@@ -448,6 +508,10 @@ def main():
     data.setdefault("workloads", {})
     data.setdefault("extras", {})
     now = datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+    # Each section keeps the machine it ran on (runs before this field
+    # existed ran on the machine the previous report names).
+    for entry in data["workloads"].values():
+        entry.setdefault("machine", data.get("machine"))
     data["machine"] = machine(build_dir)
     data["generated"] = now
     data.pop("note", None)  # notes belong to the sections they describe
@@ -469,7 +533,7 @@ def main():
         data["workloads"][name] = {
             "generated": now, "note": args.note, "runs": args.runs,
             "seconds": (datetime.datetime.now() - started).total_seconds(),
-            "loadavg_before": load_before, "loadavg_after": loadavg(), "cases": cases}
+            "loadavg_before": load_before, "loadavg_after": loadavg(), "machine": data["machine"], "cases": cases}
 
     return write_outputs(data)
 

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use harness::{quantile, sleep, sleep_until, wall, Args, FutexFloor, Report};
-use kernels::{Node, Tree, UtsCount, UtsNode};
+use kernels::{Bfs, Graph, MmJob, Node, Tree, UtsCount, UtsNode};
 use rayon::prelude::*;
 
 fn fib(n: u32) -> u64 {
@@ -65,6 +65,64 @@ fn uts_node(node: &UtsNode, max_depth: i32) -> UtsCount {
         count
     } else {
         count.add(uts_children(node, 0, children, max_depth))
+    }
+}
+
+/// msort: both halves sorted by `join`, then merged by `join` (kernels.h).
+fn merge(x: &[u64], y: &[u64], out: &mut [u64]) {
+    if x.len() + y.len() <= kernels::MERGE_GRAIN {
+        kernels::merge_sequential(x, y, out);
+        return;
+    }
+    let ((lx, ly), (rx, ry)) = kernels::merge_split(x, y);
+    let (left, right) = out.split_at_mut(lx.len() + ly.len());
+    rayon::join(|| merge(lx, ly, left), || merge(rx, ry, right));
+}
+
+fn msort(a: &mut [u64], b: &mut [u64], to_b: bool) {
+    if a.len() <= kernels::MSORT_GRAIN {
+        kernels::msort_sequential(a, b, to_b);
+        return;
+    }
+    let h = a.len() / 2;
+    {
+        let (a0, a1) = a.split_at_mut(h);
+        let (b0, b1) = b.split_at_mut(h);
+        rayon::join(|| msort(a0, b0, !to_b), || msort(a1, b1, !to_b));
+    }
+    let (x, y, out) = kernels::msort_halves(a, b, to_b);
+    merge(x, y, out);
+}
+
+/// matmul: the four quadrants of C by nested `join`s, k halves in order.
+fn matmul(job: &MmJob) {
+    if job.n <= kernels::MM_BLOCK {
+        job.block();
+        return;
+    }
+    let quadrant = |q| {
+        for k in 0..2 {
+            matmul(&job.part(q, k));
+        }
+    };
+    rayon::join(|| rayon::join(|| quadrant(0), || quadrant(1)), || rayon::join(|| quadrant(2), || quadrant(3)));
+}
+
+/// bfs: each level's frontier split in halves by `join`.
+fn bfs_range(search: &Bfs, begin: usize, end: usize) {
+    if end - begin <= kernels::BFS_GRAIN {
+        search.chunk(begin, end);
+        return;
+    }
+    let mid = begin + (end - begin) / 2;
+    rayon::join(|| bfs_range(search, begin, mid), || bfs_range(search, mid, end));
+}
+
+fn bfs(search: &mut Bfs) {
+    let mut n = search.frontier_size();
+    while n > 0 {
+        bfs_range(search, 0, n);
+        n = search.advance();
     }
 }
 
@@ -201,6 +259,78 @@ impl Bench {
         r.unit = "ms";
         r.checksum = format!("{}/{}", count.nodes, count.leaves);
         r.extra.push(("ns_per_node", r.wall * 1e9 / count.nodes as f64));
+    }
+
+    fn msort(&self, args: &mut Args, r: &mut Report) {
+        let n = args.number("n", 10_000_000) as usize;
+        if n < 32 {
+            harness::fail("msort: n must be at least 32");
+        }
+        let mut keys = vec![0u64; n];
+        kernels::fill_keys(&mut keys);
+        // Warm-up: a sixteenth of the keys, sorted in the scratch array's halves.
+        let mut scratch = keys.clone();
+        let warm = n / 16;
+        {
+            let (w, rest) = scratch.split_at_mut(warm);
+            self.pool.install(|| msort(w, &mut rest[..warm], false));
+        }
+        // The scratch is written before it is read; the copy took its page faults untimed.
+        scratch.copy_from_slice(&keys);
+        r.measure(|| self.pool.install(|| msort(&mut keys, &mut scratch, false)));
+        r.checksum = if kernels::keys_sorted(&keys) {
+            format!("{:016x}", kernels::hash_keys(&keys))
+        } else {
+            "unsorted".to_string()
+        };
+        r.metric = r.wall * 1e3;
+        r.unit = "ms";
+        r.extra.push(("ns_per_key", r.wall * 1e9 / n as f64));
+    }
+
+    fn matmul(&self, args: &mut Args, r: &mut Report) {
+        let n = args.number("n", 1024) as usize;
+        let blocks = n / kernels::MM_BLOCK;
+        if n % kernels::MM_BLOCK != 0 || !blocks.is_power_of_two() || n > 16384 {
+            harness::fail("matmul: n must be 64 times a power of two, up to 16384");
+        }
+        let matrices = |side: usize| {
+            let (mut a, mut b, mut c) = (vec![0.0; side * side], vec![0.0; side * side], vec![0.0; side * side]);
+            // C starts as a third matrix: every page is touched untimed.
+            kernels::fill_matrices(&mut a, &mut b, &mut c);
+            (a, b, c)
+        };
+        let warm = (n / 4).max(kernels::MM_BLOCK);
+        let (wa, wb, mut wc) = matrices(warm);
+        let (a, b, mut c) = matrices(n);
+        self.pool.install(|| matmul(&MmJob::new(&mut wc, &wa, &wb, warm)));
+        r.measure(|| self.pool.install(|| matmul(&MmJob::new(&mut c, &a, &b, n))));
+        r.checksum = format!("{:016x}", kernels::hash_doubles(&c));
+        r.metric = r.wall * 1e3;
+        r.unit = "ms";
+        r.extra.push(("gflops", 2.0 * (n as f64).powi(3) / r.wall * 1e-9));
+    }
+
+    fn bfs(&self, args: &mut Args, r: &mut Report) {
+        let side = args.number("side", 1000);
+        let shortcuts = args.number("shortcuts", 3);
+        if !(2..=20000).contains(&side) || shortcuts > 64 {
+            harness::fail("bfs: side must be 2..20000, shortcuts 0..64");
+        }
+        let graph = Graph::build(side as u32, shortcuts as u32);
+        let mut search = Bfs::new(&graph);
+        // Warm-up: the same search once (it also brings the graph into the caches).
+        search.reset(0);
+        self.pool.install(|| bfs(&mut search));
+        search.reset(0);
+        r.measure(|| self.pool.install(|| bfs(&mut search)));
+        let found = search.summary();
+        r.checksum = format!("{}/{}", found.reached, found.level_sum);
+        r.metric = r.wall * 1e3;
+        r.unit = "ms";
+        r.extra.push(("vertices", graph.vertices as f64));
+        r.extra.push(("edges", graph.edges() as f64));
+        r.extra.push(("levels", found.levels as f64));
     }
 
     fn spawn(&self, args: &mut Args, r: &mut Report) {
@@ -368,7 +498,8 @@ impl Bench {
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    let workloads = ["fib", "tree", "parfor", "uts", "spawn", "roundtrip", "wake", "idle", "storm"];
+    let workloads =
+        ["fib", "tree", "parfor", "uts", "spawn", "roundtrip", "wake", "idle", "storm", "msort", "matmul", "bfs"];
     if argv.len() < 2 || !workloads.contains(&argv[1].as_str()) {
         eprintln!("usage: {} WORKLOAD [threads=N] [key=value ...]\nworkloads: {}", argv[0], workloads.join(" "));
         std::process::exit(2);
@@ -396,6 +527,9 @@ fn main() {
         "roundtrip" => bench.roundtrip(&mut args, &mut report),
         "wake" => bench.wake(&mut args, &mut report),
         "idle" => bench.idle(&mut args, &mut report),
+        "msort" => bench.msort(&mut args, &mut report),
+        "matmul" => bench.matmul(&mut args, &mut report),
+        "bfs" => bench.bfs(&mut args, &mut report),
         _ => bench.storm(&mut args, &mut report),
     }
     if let Some(key) = args.unused() {
