@@ -49,6 +49,30 @@ HOW = {
              "and the time the pool took to fall asleep after the last).",
 }
 
+HOW.update({
+    "msort": "Merge sort of 10^7 64-bit keys (mix64(i), the harness's sequence): split in halves, sort both by "
+             "fork-join into the other buffer (the two buffers alternate by level, no copy-back), then merge by "
+             "fork-join, the middle key of the longer run cut against its lower bound in the other, down to 8192 "
+             "output keys; ranges of at most 2048 keys are sorted by one sequential merge sort (insertion sort "
+             "below 16), the same code (bench/kernels.c, its Rust twin in bench/rayon/src/kernels.rs) in every "
+             "runtime. The sequential program runs that sequential merge sort on all keys. Checksum: FNV-1a of the "
+             "sorted keys. libblitz `blz_fork_join`, Rayon `join`, oneTBB `parallel_invoke`, OpenMP `task` + "
+             "`taskwait`. Metric: wall ms.",
+    "matmul": "C += A B, 1024 x 1024 doubles (integer-valued from mix64, so the product is exact and checked by "
+              "FNV-1a of C): the four quadrants of C by fork-join (OpenMP: three tasks and the caller), each "
+              "quadrant doing its two halves of the k dimension one after the other, down to 64 x 64 blocks that "
+              "one plain loop kernel computes (four k per pass over a row of C, written out in C and in Rust so "
+              "that gcc and LLVM compile it to kernels of equal speed; bench/kernels.c says why). The sequential "
+              "program runs the same recursion without forks. Metric: wall ms.",
+    "bfs": "Level-synchronous breadth-first search from vertex 0 of a 1000 x 1000 grid (4-neighbour) with 3 "
+           "undirected shortcuts per vertex to mix64-chosen vertices: 10^6 vertices, 9 996 000 directed edges in "
+           "CSR form, built before the timed run. Each level's frontier is split in halves by fork-join down to "
+           "512 vertices; a piece claims unseen neighbours by compare-and-swap on their level and appends them to "
+           "the next frontier in batches (one atomic add per 1024 vertices). Checksum: vertices reached and the "
+           "sum of their levels, the same whatever the schedule. The sequential program expands each level in "
+           "one piece. Metric: wall ms.",
+})
+
 TITLES = {
     "fib": "1. fib by fork-join, ns per join",
     "tree": "2. Binary-tree sum, ns per node",
@@ -361,8 +385,36 @@ def chart_wake(data, work, png):
                                     "µs from submission to the task starting", plots), work)
 
 
+# The application workloads (issue 17): one section, a part per workload.
+APPS = {"msort": "Merge sort", "matmul": "Matrix multiply", "bfs": "Breadth-first search"}
+APPS_TITLE = "10. Real application workloads"
+
+
+def speedup(case, threads, impl):
+    """The sequential program's median time over this runtime's."""
+    return ratio(med(case, case["threads"][0], SEQ), med(case, threads, impl))
+
+
+def chart_apps(data, work, png):
+    impls = [BLITZ] + PEERS
+    lines = ["group " + " ".join(f'"{i}"' for i in impls)]
+    for workload in APPS:
+        for case in data["workloads"].get(workload, {}).get("cases", []):
+            for threads in case["threads"]:
+                lines.append(f'"{workload}, {threads}w" ' + " ".join(dat(speedup(case, threads, i)) for i in impls))
+    with open(os.path.join(work, "apps.dat"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    plots = ", ".join(f"'apps.dat' using {k + 2}:xtic(1) title columnheader" for k in range(len(impls)))
+    script = histogram_script(png, "Application workloads: speedup over sequential code, higher is better "
+                                   "(no bar: no run got the CPUs)",
+                              "speedup over sequential", plots)
+    script = script.replace("set logscale y\nset yrange [1:*]", "set yrange [0:*]")
+    return gnuplot(script, work)
+
+
 CHARTS = [("fib", "fib.png", chart_fib, "ns per join"), ("tree", "tree_scaling.png", chart_tree, "tree-sum scaling"),
-          ("wake", "wake_latency.png", chart_wake, "wake latency against the futex floor")]
+          ("wake", "wake_latency.png", chart_wake, "wake latency against the futex floor"),
+          ("apps", "apps.png", chart_apps, "the application workloads' speedups")]
 
 
 def make_charts(data, results_dir):
@@ -370,7 +422,7 @@ def make_charts(data, results_dir):
     made = {}
     with tempfile.TemporaryDirectory() as work:
         for workload, name, draw, what in CHARTS:
-            if workload not in data["workloads"]:
+            if not any(w in data["workloads"] for w in (APPS if workload == "apps" else [workload])):
                 continue
             png = os.path.join(results_dir, name)
             problem = draw(data, work, png)
@@ -392,6 +444,37 @@ def machine_section(data):
     return table(["", ""], rows)
 
 
+def run_line(entry, data):
+    """When and how a section ran, and on which machine if not the one above."""
+    line = (f"Run on {entry['generated']}, {entry['runs']} runs per runtime, {entry['seconds']:.0f} s; "
+            f"load average {entry['loadavg_before']} before, {entry['loadavg_after']} after.")
+    cpu = (entry.get("machine") or {}).get("cpu")
+    if cpu and cpu != data["machine"]["cpu"]:
+        line += f" Machine: {cpu} (not the one the Machine section describes)."
+    return line + (f" Conditions: {entry['note']}" if entry.get("note") else "")
+
+
+def apps_section(data, charts, rel):
+    m = [f"## {APPS_TITLE}\n",
+         "Three applications written for each runtime with the same algorithm, the same cutoffs and the same "
+         "sequential kernels, checked against the sequential program by checksum. Each table gives the median "
+         "wall ms with CPU/wall in parentheses, on 1 and 2 workers, and libblitz ÷ each peer (below 1.00 "
+         "libblitz is faster); runs that did not get the CPUs are left out as above.\n"]
+    for workload, title in APPS.items():
+        m.append(f"### {title} (`{workload}`)\n")
+        entry = data["workloads"].get(workload)
+        if entry is None:
+            m.append(f"Not run yet (`./dev bench {workload}`; `./dev bench apps` runs all three).\n")
+            continue
+        m.append(HOW[workload] + "\n")
+        m.append(run_line(entry, data) + "\n")
+        m.append(section_body(workload, entry["cases"]) + "\n")
+    if "apps" in charts:
+        name, problem = charts["apps"]
+        m.append(f"![application workloads]({rel}/{name})\n" if name else f"({problem})\n")
+    return "\n".join(m)
+
+
 def section_body(workload, cases):
     parts = []
     for case in cases:
@@ -399,7 +482,7 @@ def section_body(workload, cases):
         if case["checksum_problem"]:
             parts.append(f"{title}\n\nCHECKSUM PROBLEM: {case['checksum_problem']}")
             continue
-        if workload in ("fib", "tree", "parfor") or (workload == "storm"):
+        if workload in ("fib", "tree", "parfor", "storm") or workload in APPS:
             body = threads_table(case)
             if workload == "storm":
                 body += "\n\n" + storm_stats(case)
@@ -517,7 +600,8 @@ def write(data, results_dir, markdown_path):
              "round, the order rotating each round; every run is a fresh process: one warm-up, then one measured "
              "run). In parentheses: CPU time of the whole process ÷ wall time of the measured run. Ratios are "
              "libblitz ÷ peer on the same metric: below 1.00 libblitz is faster (or cheaper). For fib, tree, "
-             "parfor and UTS, a run on 2 workers that got less than 1.9 CPUs, or on 1 worker (or sequential) "
+             "parfor, UTS and the application workloads, a run on 2 workers that got less than 1.9 CPUs, or on 1 "
+             "worker (or sequential) "
              "less than 0.9, is flagged and left out of the median (`[k/n runs]` says how many counted); with "
              "none left the cell says n/a, never a figure for that many workers. With 4 to 16 workers on the 2 "
              "vCPUs, CPU/wall is shown but not judged. "
@@ -536,13 +620,12 @@ def write(data, results_dir, markdown_path):
             m.append(f"Not run yet (`./dev bench {workload}`).\n")
             continue
         m.append(HOW[workload] + "\n")
-        m.append(f"Run on {entry['generated']}, {entry['runs']} runs per runtime, {entry['seconds']:.0f} s; "
-                 f"load average {entry['loadavg_before']} before, {entry['loadavg_after']} after."
-                 + (f" Conditions: {entry['note']}" if entry.get("note") else "") + "\n")
+        m.append(run_line(entry, data) + "\n")
         m.append(section_body(workload, entry["cases"]) + "\n")
         if workload in charts:
             name, problem = charts[workload]
             m.append(f"![{workload}]({rel}/{name})\n" if name else f"({problem})\n")
+    m.append(apps_section(data, charts, rel))
     m.append(extras_section(data))
     m.append(findings_section())
     os.makedirs(os.path.dirname(markdown_path), exist_ok=True)
