@@ -861,6 +861,67 @@ BLZ_API blz_status blz_pool_set_max_active(blz_pool *pool, uint32_t n);
  */
 BLZ_API blz_status blz_worker_stats(const blz_pool *pool, uint32_t worker_index, blz_stats *out_stats);
 
+/* ---- 0.2: tracing ---- */
+
+/**
+ * Starts recording what the pool's workers do, for a Chrome Trace Event
+ * file written to path by blz_pool_trace_stop (or by blz_pool_destroy if
+ * the trace is still running). The file loads in Perfetto
+ * (ui.perfetto.dev) and chrome://tracing; tools/blitz-trace summarises it
+ * and draws it; docs/tracing.md explains how to read it. (0.2)
+ *
+ * What is recorded, one track per worker (and one for threads outside the
+ * pool): a span per job a worker runs (also each fork-join half its forker
+ * runs itself), named after the job's function where dladdr finds a symbol
+ * covering it (for C functions exported by their program or library), with
+ * where it came from (own deque, stolen, injected, urgent, broadcast);
+ * spans of searching and of sleeping; and each wake-up as a flow arrow
+ * from the thread that woke a worker to that worker. A job's span is
+ * recorded when it ends. Times are CLOCK_MONOTONIC, from the start.
+ *
+ * Cost: each worker appends to a buffer of its own, with no lock. A
+ * thread's buffer holds BLZ_TRACE_BUFFER events (default 1048576, 32 bytes
+ * each, made resident only as it fills); events past that are dropped and
+ * counted, and the file says so ("dropped_events", and an "events dropped"
+ * mark on the track). When no trace runs, the fork-join path pays one load
+ * and one predictable branch.
+ *
+ * BLZ_TRACE=path in the environment traces every pool the process creates,
+ * from its creation to its destroy: "%p" in the path becomes the process
+ * id, "%n" the pool's number (1, 2, ... in creation order); without "%n",
+ * pools after the first write to path.2, path.3, ... A path that cannot be
+ * opened is reported on stderr, and the pool is created untraced.
+ *
+ * Any thread, including the pool's own workers; one trace at a time per pool.
+ *
+ * @param pool the pool.
+ * @param path the file to write; created or truncated now.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool or path is NULL or path is empty, a trace of
+ *         this pool is already running, or path cannot be opened for
+ *         writing (errno says why);
+ *         BLZ_ENOMEM if the buffers could not be allocated;
+ *         BLZ_ESHUTDOWN if called from outside once blz_pool_destroy has begun;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_pool_trace_start(blz_pool *pool, const char *path);
+
+/**
+ * Stops the pool's trace and writes its file. Jobs running at this moment
+ * are not in it (a span is recorded when its job ends). (0.2)
+ *
+ * Any thread, including the pool's own workers.
+ *
+ * @param pool the pool.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool is NULL, no trace of this pool is running, or
+ *         writing the file failed (errno says why; the trace is over);
+ *         BLZ_ESHUTDOWN if called from outside once blz_pool_destroy has
+ *         begun (destroy writes the file);
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_pool_trace_stop(blz_pool *pool);
+
 #ifdef __cplusplus
 }
 #endif

@@ -50,6 +50,20 @@ blz_status check_pool(const Registry *registry) {
     return BLZ_OK;
 }
 
+// Runs f(registry) as an admitted call: the pool's workers, which the
+// tracer touches, stay until it left.
+template <class F>
+blz_status admitted(blz_pool *pool, F f) {
+    Registry *registry = registry_of(pool);
+    blz_status status = check_pool(registry);
+    if (status != BLZ_OK) return status;
+    status = registry->enter();
+    if (status != BLZ_OK) return status;
+    status = f(*registry);
+    registry->leave();
+    return status;
+}
+
 // The fields of blz_stats that fit in `size` bytes, rounded down to a field boundary.
 size_t stats_prefix(uint32_t size) {
     const size_t head = offsetof(blz_stats, jobs_executed);  // four uint32_t fields
@@ -255,16 +269,22 @@ BLZ_API blz_status blz_worker_stats(const blz_pool *pool, uint32_t worker_index,
     });
 }
 
+
 BLZ_API blz_status blz_pool_set_max_active(blz_pool *pool, uint32_t n) {
-    Registry *registry = registry_of(pool);
-    blz_status status = check_pool(registry);
-    if (status != BLZ_OK) return status;
     // Admitted: the unparking touches the workers, which destroy frees.
-    status = registry->enter();
-    if (status != BLZ_OK) return status;
-    registry->set_max_active(n);
-    registry->leave();
-    return BLZ_OK;
+    return admitted(pool, [n](Registry &registry) {
+        registry.set_max_active(n);
+        return BLZ_OK;
+    });
+}
+
+BLZ_API blz_status blz_pool_trace_start(blz_pool *pool, const char *path) {
+    if (path == nullptr || *path == '\0') return BLZ_EINVAL;
+    return admitted(pool, [path](Registry &registry) { return registry.tracer().start(path); });
+}
+
+BLZ_API blz_status blz_pool_trace_stop(blz_pool *pool) {
+    return admitted(pool, [](Registry &registry) { return registry.tracer().stop(); });
 }
 
 BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **out_task) {

@@ -30,6 +30,7 @@ enum class Point {
     kTimedWaitExpired,     // a bounded wait's deadline passed; it has yet to learn whether its latch was taken
     kTaskTookLatch,        // a finishing task took its joiner's latch and is about to set it
     kGroupTookWaiters,     // a group's last task took the waiter list and is about to set the latches
+    kTraceWriteHoldsBuffer,  // a trace writer loaded its buffer and is about to append (registry: nullptr)
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -53,6 +54,7 @@ enum class Mutant {
     kFixedCpuMask,          // the affinity mask is a fixed cpu_set_t (1024 CPUs at most)
     kCreateFailureDeletes,  // a pool whose worker failed to start is deleted, pins or not
     kTimedWaitForgetsLatch, // a bounded wait returns at its deadline although a task took its latch
+    kTraceDetachSkipsWriters, // a trace stop frees the buffers without waiting out a write in progress
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

@@ -22,6 +22,12 @@ namespace blz {
 
 enum class Phase : uint32_t { kRunning = 0, kSearching = 1, kSleeping = 2 };
 
+// A phase that ended: what it was and when it ran (tracing draws it).
+struct EndedPhase {
+    Phase phase;
+    uint64_t begin_ns, end_ns;
+};
+
 struct PhaseTimes {
     uint64_t ns[3] = {0, 0, 0};  // indexed by Phase
     Phase current = Phase::kRunning;
@@ -32,10 +38,11 @@ public:
     // The worker is created running (start-up and its start hook count as running).
     PhaseClock() : since_(monotonic_now_ns()) {}
 
-    // Owner only. Ends the phase under way and starts `next` (no-op if the same).
-    void enter(Phase next) {
+    // Owner only. Ends the phase under way and starts `next` (no-op if the
+    // same: then the returned phase is `next`, with no time).
+    EndedPhase enter(Phase next) {
         const Phase current = static_cast<Phase>(phase_.load(std::memory_order_relaxed));  // relaxed: owner's own write
-        if (current == next) return;
+        if (current == next) return {next, 0, 0};
         const uint32_t seq = seq_.load(std::memory_order_relaxed);  // relaxed: only the owner writes it
         // relaxed store + release fence: a reader that sees any of the
         // stores below also sees the odd value (its acquire fence pairs
@@ -50,6 +57,7 @@ public:
         phase_.store(static_cast<uint32_t>(next), std::memory_order_relaxed);  // relaxed: inside the seqlock
         // release: a reader that sees the even value sees every store above.
         seq_.store(seq + 2, std::memory_order_release);
+        return {current, since, now};
     }
 
     Phase phase_for_owner() const { return static_cast<Phase>(phase_.load(std::memory_order_relaxed)); }  // relaxed: owner's own write

@@ -99,6 +99,7 @@ Registry::Registry(uint32_t num_threads, const blz_pool_config &config, CpuList 
       spawn_thread_(config.spawn_thread),
       spawn_user_(config.spawn_user) {
     (void)g_atfork_registered;
+    sleep_.observe_wakes(&tracer_);
     const char *prefix = config.thread_name != nullptr ? config.thread_name : "blz";
     std::snprintf(name_prefix_, sizeof(name_prefix_), "%s", prefix);
 }
@@ -121,12 +122,14 @@ blz_status Registry::create(const blz_pool_config &config, Registry **out) {
         delete registry;
         return BLZ_ENOMEM;
     }
+    registry->tracer_.start_from_environment();  // before the workers start: the trace has their start-up
     blz_status status = registry->start_workers(config.stack_size);
     if (status != BLZ_OK) {
         // The workers already started stop as in destroy, and the memory
         // goes as in destroy too: a worker's start hook may have waited on
         // another pool, whose latch setter may still hold a pin on this one.
         registry->shut_down();
+        (void)registry->tracer_.stop();
         registry->free_workers();
         if (BLZ_FAULT_MUTANT(kCreateFailureDeletes)) {
             delete registry;
@@ -358,6 +361,7 @@ blz_status Registry::destroy() {
     Worker *worker = Worker::current();
     if (worker != nullptr && &worker->registry() == this) return BLZ_EDEADLK;
     shut_down();
+    (void)tracer_.stop();  // the trace of BLZ_TRACE, or one left running: written now that the workers are joined
     // The deques go now; the sleep states stay with the struct, for a latch
     // setter that pinned it and has yet to make its wake-up call.
     free_workers();
@@ -370,6 +374,7 @@ void Registry::destroy_in_forked_child() {
     // that were not copied: free memory, touch no lock, join nothing. The
     // parent's accepted work never finishes here, so its count is dropped.
     sleep_.abandon();
+    tracer_.abandon();
     free_workers();
     admission_.drop_active_work();
     mark_destroyed();

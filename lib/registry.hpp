@@ -25,6 +25,7 @@
 #include "job.hpp"
 #include "placement.hpp"
 #include "sleep.hpp"
+#include "trace.hpp"
 
 namespace blz {
 
@@ -53,6 +54,8 @@ public:
     Injector<QueuedJob> &urgent_injector() { return urgent_injector_; }
     // blz_pool_set_max_active's cap (active_cap.hpp).
     ActiveCap &cap() { return cap_; }
+    // blz_pool_trace_start/stop (trace.hpp).
+    Tracer &tracer() { return tracer_; }
     JobRecycler &recycler() { return recycler_; }
     // A detached task's memory, handed back for the next spawn into this pool.
     void recycle(void *block) { recycler_.give(block); }
@@ -157,6 +160,7 @@ private:
     alignas(kCacheLine) std::atomic<uint64_t> tasks_failed_{0};
     alignas(kCacheLine) ActiveCap cap_;  // read by every worker between jobs, written rarely
     alignas(kCacheLine) JobRecycler recycler_;  // pushed by workers, taken by spawners
+    Tracer tracer_{*this};
     blz_spawn_thread_fn spawn_thread_;  // NULL: libblitz starts the threads
     void *spawn_user_;
     // Handed-out run()s that have not returned; the last one to return sets

@@ -78,6 +78,19 @@ enum class IdleOutcome {
     kTimedOut,     // blocked, and the deadline passed before a waker came
 };
 
+// Told of each wake-up a waker makes (tracing, trace.hpp), by the waking
+// thread under the sleeper's mutex, before the sleeper can return: it may
+// not block, and takes no lock that is ever held while taking a sleep
+// mutex. `sleep_count`: the woken worker's count of sleeps, which names
+// this sleep (the woken worker knows it too).
+class WakeObserver {
+public:
+    virtual void woke(uint32_t worker, uint64_t sleep_count) = 0;
+
+protected:
+    ~WakeObserver() = default;
+};
+
 template <class Sync = StdSync>
 class Sleep {
     template <class U>
@@ -239,6 +252,10 @@ public:
             std::lock_guard<typename Sync::mutex> lock(st.mutex);
             // relaxed: the mutex orders this with the sleeper's store of 1.
             if (st.blocked.load(std::memory_order_relaxed) == 0) return false;
+            // Reported before the sleeper can run again, so that the wake-up's
+            // time comes before the woken worker's. relaxed: the mutex
+            // orders the load with the sleeper's bump.
+            if (observer_ != nullptr) observer_->woke(index, st.sleeps.load(std::memory_order_relaxed));
             // release: the sleeper's acquire load that sees 0 also sees what
             // we did before (the job we posted, the latch we set).
             st.blocked.store(0, std::memory_order_release);
@@ -253,6 +270,14 @@ public:
         // is freed. A futex wake is harmless even on reused memory (futex.hpp).
         Sync::wake_one(st.blocked);
         return true;
+    }
+
+    // Before any worker starts: who hears of wake-ups (nullptr: nobody).
+    void observe_wakes(WakeObserver *observer) { observer_ = observer; }
+
+    // Owner only: the worker's own count of sleeps (the name of its last one).
+    uint64_t own_sleep_count(uint32_t index) const {
+        return states_[index].sleeps.load(std::memory_order_relaxed);  // relaxed: the owner's own writes
     }
 
     Counters counters() const { return counters_.load(); }
@@ -432,6 +457,7 @@ private:
     alignas(kCacheLine) AtomicCounters<Sync> counters_;
     alignas(kCacheLine) WorkerSleepState *states_ = nullptr;
     uint32_t num_workers_ = 0;
+    WakeObserver *observer_ = nullptr;  // set before the workers start, then only read
 };
 
 }  // namespace blz

@@ -48,53 +48,54 @@ bool Worker::run_until(CoreLatch<> &latch, uint64_t deadline) {
         // One search while still active: a worker fed by steals or by the
         // injector (a stream of spawns from outside) goes from job to job
         // without the two counter updates of going idle and back.
-        if (Job *job = find_work(false)) {
-            execute(job);
+        if (Found found = find_work(false); found.job != nullptr) {
+            execute(found.job, found.source);
             continue;
         }
-        Job *found = search_until<kTopLevel>(latch, deadline);
-        if (found == nullptr) {
+        Found found = search_until<kTopLevel>(latch, deadline);
+        if (found.job == nullptr) {
             if (kTopLevel && !latch.probe()) continue;  // over the cap: sit out above
             return latch.probe();
         }
-        execute(found);
+        execute(found.job, found.source);
     }
     return true;
 }
 
 template <bool kTopLevel>
-Job *Worker::search_until(CoreLatch<> &latch, uint64_t deadline) {
+Found Worker::search_until(CoreLatch<> &latch, uint64_t deadline) {
     Sleep<> &sleep = *sleep_;
     // Before sleeping, also this worker's own mail (post_mail).
     auto has_jobs_for_me = [this] { return mailbox_.has_jobs() || registry_->has_shared_jobs(); };
     IdleState idle = sleep.start_looking(index_);
-    clock_.enter(Phase::kSearching);
-    Job *found = nullptr;
+    enter_phase(Phase::kSearching);
+    Found found{nullptr, TraceKind::kJobOwn};
     bool woken = false;
     while (!latch.probe()) {
         // Every round re-reads the cap: a worker woken, or still searching,
         // when the cap was lowered takes no job above it.
         if (kTopLevel && registry_->cap().over()) break;
         found = find_work(woken);
-        if (found != nullptr || deadline_passed(deadline)) break;
-        if (sleep.next_round_may_block(idle)) clock_.enter(Phase::kSleeping);
+        if (found.job != nullptr || deadline_passed(deadline)) break;
+        if (sleep.next_round_may_block(idle)) enter_phase(Phase::kSleeping);
         IdleOutcome outcome = sleep.no_work_found(idle, latch, has_jobs_for_me, fork_awake_limit_, deadline);
-        clock_.enter(Phase::kSearching);
+        enter_phase(Phase::kSearching);
         if (outcome == IdleOutcome::kTimedOut) break;
         woken = outcome == IdleOutcome::kWoken;
+        if (woken && trace_.attached()) [[unlikely]] trace_woken();
     }
     // Leaving the idle state: we found a job, the latch was set (the
     // work we were waiting for is done: also a reason to be awake), the
     // deadline passed, or the pool is over its cap.
     sleep.work_found(index_, [this] { return registry_->has_shared_jobs(); });
-    clock_.enter(Phase::kRunning);
+    enter_phase(Phase::kRunning);
     return found;
 }
 
 void Worker::sit_out_cap() {
     ActiveCap &cap = registry_->cap();
     if (!cap.try_disengage()) return;  // others left first: within the cap again ([C1])
-    clock_.enter(Phase::kSleeping);
+    enter_phase(Phase::kSleeping);
     // We may have been counted on for a shared job (woken for it, or seen
     // idle): hand it on before we stop looking (sleep.hpp).
     sleep_->hand_off_shared_jobs([this] { return registry_->has_shared_jobs(); });
@@ -116,35 +117,50 @@ void Worker::sit_out_cap() {
         futex_wait(parked_, 1);
     }
     parked_.store(0, std::memory_order_relaxed);  // relaxed: from here on only statistics read it
-    clock_.enter(Phase::kRunning);
+    enter_phase(Phase::kRunning);
 }
 
 void Worker::run_mail() {
     // A push still being linked shows in has_jobs() but not yet in pop():
     // the caller's loop comes back for it.
     if (Job *mail = mailbox_.pop()) {
-        clock_.enter(Phase::kRunning);
-        execute(mail);
-        clock_.enter(Phase::kSleeping);
+        enter_phase(Phase::kRunning);
+        execute(mail, TraceKind::kJobMail);
+        enter_phase(Phase::kSleeping);
     }
 }
 
-Job *Worker::find_work(bool woken) {
+Found Worker::find_work(bool woken) {
     // A worker just woken was most likely woken for an injected job (a
     // fork-join half is handed over as a steal by the worker that woke
     // it, whose deque is also scanned below): look there first.
     if (woken) {
-        if (Job *job = registry_->urgent_injector().pop()) return job;
-        if (Job *job = registry_->injector().pop()) return job;
+        if (Job *job = registry_->urgent_injector().pop()) return {job, TraceKind::kJobUrgent};
+        if (Job *job = registry_->injector().pop()) return {job, TraceKind::kJobInjected};
     }
-    if (Job *job = mailbox_.pop()) return job;
+    if (Job *job = mailbox_.pop()) return {job, TraceKind::kJobMail};
     // High-priority tasks before anything queued in deques or the injector
     // (blitz.h, BLZ_SPAWN_HIGH_PRIORITY).
-    if (Job *job = registry_->urgent_injector().pop()) return job;
-    if (Job *job = pop()) return job;
+    if (Job *job = registry_->urgent_injector().pop()) return {job, TraceKind::kJobUrgent};
+    if (Job *job = pop()) return {job, TraceKind::kJobOwn};
     no_public_tasks();  // an empty pop: our deque is empty
-    if (Job *job = steal()) return job;
-    return registry_->injector().pop();
+    if (Job *job = steal()) return {job, TraceKind::kJobStolen};
+    return {registry_->injector().pop(), TraceKind::kJobInjected};
+}
+
+void Worker::execute_traced(Job *job, TraceKind source) {
+    // Read before running: a spawned task's memory may be gone after.
+    const uint64_t function = function_of(job);
+    const uint64_t begin = monotonic_now_ns();
+    job->execute(job);
+    trace_.write({begin, monotonic_now_ns(), function, source});
+}
+
+void Worker::trace_woken() {
+    // The waker's event carries the same id: our count of sleeps, which
+    // it read under our sleep mutex while we were blocked.
+    const uint64_t now = monotonic_now_ns();
+    trace_.write({now, now, wake_flow_id(index_, sleep_->own_sleep_count(index_)), TraceKind::kWakeIn});
 }
 
 Job *Worker::steal() {

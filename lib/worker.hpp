@@ -16,10 +16,12 @@
 #include "job.hpp"
 #include "phase_clock.hpp"
 #include "registry.hpp"
+#include "trace.hpp"
 
 namespace blz {
 
 class Worker;
+struct CFunction;
 
 // The worker the calling thread is, or nullptr. initial-exec: one load from
 // the thread pointer on the fork-join path (the library is small enough
@@ -39,6 +41,12 @@ struct XorShift64Star {
 
     // A number in [0, n) without a division.
     uint32_t below(uint32_t n) { return static_cast<uint32_t>(((next() >> 32) * n) >> 32); }
+};
+
+// A job a worker found, and where (tracing tells them apart).
+struct Found {
+    Job *job;
+    TraceKind source;
 };
 
 class alignas(kCacheLine) Worker {
@@ -70,7 +78,7 @@ public:
         bool ok_b;
         if (popped == &job_b) [[likely]] {
             bump(jobs_executed_);
-            ok_b = job_b.fn();
+            ok_b = run_inline(job_b);
         } else {
             ok_b = take_back(job_b, popped);
         }
@@ -131,10 +139,18 @@ public:
         return job;
     }
 
-    void execute(Job *job) {
-        job->execute(job);
+    // Runs a job taken from `source` (tracing names it).
+    void execute(Job *job, TraceKind source) {
+        if (trace_.attached()) [[unlikely]] {
+            execute_traced(job, source);
+        } else {
+            job->execute(job);
+        }
         bump(jobs_executed_);
     }
+
+    // The slot this worker's trace events go through (trace.hpp).
+    TraceSlot &trace_slot() { return trace_; }
 
     // Runs jobs of this pool until `latch` is set, sleeping when there are
     // none, or until `deadline` (deadline.hpp) has passed: then false,
@@ -197,12 +213,47 @@ private:
         for (Job *job = first; job != nullptr; job = pop()) {
             if (job == &job_b) {
                 bump(jobs_executed_);
-                return job_b.fn();
+                return run_inline(job_b);
             }
-            execute(job);  // a left spawned jobs above b: they are ours to run
+            execute(job, TraceKind::kJobOwn);  // a left spawned jobs above b: they are ours to run
         }
         wait_until(job_b.latch.core());
         return job_b.ok;
+    }
+
+    // A fork-join's second half, popped back by its forker: a job of its
+    // own (jobs_executed, a span of its own when traced). When tracing is
+    // off, one load and a branch more than calling it.
+    template <class B>
+    [[gnu::always_inline]] bool run_inline(StackJob<B> &job_b) {
+        if (trace_.attached()) [[unlikely]] return run_inline_traced(job_b);
+        return job_b.fn();
+    }
+
+    template <class B>
+    [[gnu::noinline, gnu::cold]] bool run_inline_traced(StackJob<B> &job_b) {
+        uint64_t function;
+        if constexpr (std::is_same_v<B, CFunction>) {
+            function = reinterpret_cast<uintptr_t>(job_b.fn.fn);
+        } else {
+            function = reinterpret_cast<uintptr_t>(&StackJob<B>::run);
+        }
+        const uint64_t begin = monotonic_now_ns();
+        const bool ok = job_b.fn();
+        trace_.write({begin, monotonic_now_ns(), function, TraceKind::kJobOwn});
+        return ok;
+    }
+
+    [[gnu::noinline, gnu::cold]] void execute_traced(Job *job, TraceKind source);
+    [[gnu::noinline, gnu::cold]] void trace_woken();
+
+    // Ends the phase under way and starts `next` (phase_clock.hpp); traced,
+    // a search or sleep that ended becomes a span.
+    void enter_phase(Phase next) {
+        const EndedPhase ended = clock_.enter(next);
+        if (ended.phase == next || ended.phase == Phase::kRunning || !trace_.attached()) return;
+        const TraceKind kind = ended.phase == Phase::kSearching ? TraceKind::kSearch : TraceKind::kSleep;
+        trace_.write({ended.begin_ns, ended.end_ns, 0, kind});
     }
 
     // The loop of wait_until and main_loop. kTopLevel: the main loop, not
@@ -212,14 +263,14 @@ private:
     // One idle period: searches (and sleeps) until it finds a job, the
     // latch is set, the deadline passes or (top level) the pool is over its cap.
     template <bool kTopLevel>
-    Job *search_until(CoreLatch<> &latch, uint64_t deadline);
+    Found search_until(CoreLatch<> &latch, uint64_t deadline);
     // Top level, over the cap: parks until the cap lets this worker run
     // again or the pool terminates, running only its mail meanwhile.
     void sit_out_cap();
     // Parked: runs one job of this worker's mail, if one is linked yet.
     void run_mail();
 
-    Job *find_work(bool woken);
+    Found find_work(bool woken);
     Job *steal();
 
     // Owner, having seen its public part empty: no spawned task of ours is
@@ -275,6 +326,9 @@ private:
     alignas(kCacheLine) std::atomic<bool> public_tasks_{false};
     alignas(kCacheLine) std::atomic<uint64_t> jobs_executed_{0};
     std::atomic<uint64_t> steals_{0};
+    // On the line the fork-join path writes anyway (jobs_executed_): its
+    // test costs a load of a line already in this core's cache.
+    TraceSlot trace_;
     // Written by the owner at idle/busy transitions only, read by statistics.
     alignas(kCacheLine) PhaseClock clock_;
     // The futex word of a worker sitting out the cap: 1 while it may

@@ -151,6 +151,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kTimedWaitExpired:
         case Point::kTaskTookLatch:
         case Point::kGroupTookWaiters:
+        case Point::kTraceWriteHoldsBuffer:
             return;
     }
 }

@@ -20,7 +20,11 @@
 //    destructor that runs after the library's own (defect 3);
 //  - pthread_exit and thread cancellation inside a job, and pthread_cancel
 //    of a worker from outside (defect 5);
-//  - the default pool size on a machine with 1500 CPUs (defect 6).
+//  - the default pool size on a machine with 1500 CPUs (defect 6);
+//  - a trace writer (a worker's event, or an outside thread's wake-up)
+//    held between loading its buffer and appending while another thread
+//    stops the trace: the stop must wait for it before it frees the
+//    buffers (issue 18).
 // Defect 4 (allocation failure) has its own program, fault_alloc_failure.
 //
 // A scenario reports a violation itself where it can see one (destroy
@@ -162,6 +166,27 @@ void hold_finisher_past_deadline() {
     if (g_timed.returned.load()) violation("a bounded wait returned while the finishing task held its latch");
 }
 
+// Tracing (issue 18): the next trace write pauses, holding its buffer,
+// while another thread stops the trace.
+struct TraceStop {
+    std::atomic<bool> pause_next{false};
+    std::atomic<bool> paused{false};
+    std::atomic<bool> stopping{false};
+    std::atomic<bool> stopped{false};
+};
+TraceStop g_trace;
+
+// On the writer, holding its buffer: until the stop has begun, then long
+// enough for a stop that does not wait for writers to return and free the
+// buffer; the append that follows would write into freed memory.
+void hold_trace_writer() {
+    g_trace.paused.store(true);
+    spin_until([] { return g_trace.stopping.load(); });
+    auto until = Clock::now() + std::chrono::milliseconds(200);
+    while (!g_trace.stopped.load() && Clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (g_trace.stopped.load()) violation("blz_pool_trace_stop returned while a writer held its trace buffer");
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -213,6 +238,9 @@ void hook(Point point, const void *registry) {
         case Point::kTaskTookLatch:
         case Point::kGroupTookWaiters:
             if (registry == g_watch.pool.load()) hold_finisher_past_deadline();
+            return;
+        case Point::kTraceWriteHoldsBuffer:
+            if (g_trace.pause_next.exchange(false)) hold_trace_writer();
             return;
         case Point::kEntered:
             return;
@@ -606,6 +634,35 @@ void scenario_group_wait_for_vs_finish() {
     check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
 }
 
+// ---------------------------------------------------------------------------
+// Issue 18: a trace stop against a writer holding its buffer.
+
+void scenario_trace_stop_vs_write() {
+    blz_pool *pool = make_pool(1);
+    char path[] = "/tmp/blz-lifetime-trace-XXXXXX";
+    const int fd = mkstemp(path);
+    check(fd >= 0, "mkstemp");
+    close(fd);
+    check(blz_pool_trace_start(pool, path) == BLZ_OK, "blz_pool_trace_start");
+    g_trace.pause_next.store(true);
+    // The call's wake-up (from this thread) or its job's events (on the
+    // worker): whichever writes first pauses, and the call waits for the job.
+    std::thread caller([pool] { check(blz_call(pool, noop, nullptr) == BLZ_OK, "blz_call"); });
+    spin_until([] { return g_trace.paused.load(); });
+    blz_status stopped = 99;
+    std::thread stopper([pool, &stopped] {
+        g_trace.stopping.store(true);
+        stopped = blz_pool_trace_stop(pool);
+        g_trace.stopped.store(true);
+    });
+    stopper.join();
+    caller.join();
+    unlink(path);
+    check(!g_watch.violation.load(), "the trace stop freed a buffer under a writer");
+    check(stopped == BLZ_OK, "blz_pool_trace_stop");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -626,6 +683,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kFixedCpuMask: return "fixed-size CPU mask";
         case Mutant::kCreateFailureDeletes: return "failed create deletes the pool";
         case Mutant::kTimedWaitForgetsLatch: return "timed wait forgets a taken latch";
+        case Mutant::kTraceDetachSkipsWriters: return "trace stop does not wait for writers";
     }
     return "?";
 }
@@ -658,6 +716,8 @@ const std::vector<Row> &rows() {
         {"task wait_for vs its finish", scenario_task_wait_for_vs_finish, Expect::kClean, Mutant::kTimedWaitForgetsLatch},
         {"group wait_for vs its last task", scenario_group_wait_for_vs_finish, Expect::kClean, Mutant::kNone},
         {"group wait_for vs its last task", scenario_group_wait_for_vs_finish, Expect::kClean, Mutant::kTimedWaitForgetsLatch},
+        {"trace stop vs a writer", scenario_trace_stop_vs_write, Expect::kClean, Mutant::kNone},
+        {"trace stop vs a writer", scenario_trace_stop_vs_write, Expect::kClean, Mutant::kTraceDetachSkipsWriters},
     };
     return all;
 }
