@@ -610,6 +610,8 @@ def write(data, results_dir, markdown_path):
     for impl, note in data.get("missing_programs", {}).items():
         m.append(f"* {impl} is missing from this run: {note}")
     m.append("\n## Machine\n")
+    m.append(f"The machine of the latest run ({data['generated']}). A section that ran on another machine names "
+             "its CPU in its \"Run on\" line.\n")
     m.append(machine_section(data) + "\n")
     m.append("## Goals\n")
     m.append(goals_section(items) + "\n")
