@@ -345,9 +345,10 @@ bench_mm_job bench_mm_part(const bench_mm_job *job, int q, int k) {
  * Why four k at a time, written out: with one k per pass (the textbook
  * loop) gcc 12 unrolls and jams the k loop by two on its own and LLVM does
  * not, so the Rust twin (bench/rayon/src/kernels.rs) ran 1.3x slower than
- * this kernel; written with four, both compilers load and store each row of
- * C once per four products and ran within 5% of each other (1024 x 1024: 100
- * to 107 ms). restrict: C never overlaps A or B (the Rust twin's reference
+ * this kernel; written with four, LLVM loads and stores each row of C once
+ * per four products (gcc jams again, to eight) and the two ran within 5% of
+ * each other alone (1024 x 1024: 100 to 107 ms; the report's 1-worker
+ * figures show what remains in the benchmark). restrict: C never overlaps A or B (the Rust twin's reference
  * parameters say the same), so no run-time overlap checks. */
 static void mm_block(double *restrict c, const double *restrict a, const double *restrict b, size_t ld) {
     for (size_t i = 0; i < BENCH_MM_BLOCK; ++i) {

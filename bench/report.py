@@ -62,7 +62,7 @@ HOW.update({
               "FNV-1a of C): the four quadrants of C by fork-join (OpenMP: three tasks and the caller), each "
               "quadrant doing its two halves of the k dimension one after the other, down to 64 x 64 blocks that "
               "one plain loop kernel computes (four k per pass over a row of C, written out in C and in Rust so "
-              "that gcc and LLVM compile it to kernels of equal speed; bench/kernels.c says why). The sequential "
+              "that gcc and LLVM compile it to kernels of about the same speed; bench/kernels.c says why). The sequential "
               "program runs the same recursion without forks. Metric: wall ms.",
     "bfs": "Level-synchronous breadth-first search from vertex 0 of a 1000 x 1000 grid (4-neighbour) with 3 "
            "undirected shortcuts per vertex to mix64-chosen vertices: 10^6 vertices, 9 996 000 directed edges in "
@@ -70,7 +70,9 @@ HOW.update({
            "512 vertices; a piece claims unseen neighbours by compare-and-swap on their level and appends them to "
            "the next frontier in batches (one atomic add per 1024 vertices). Checksum: vertices reached and the "
            "sum of their levels, the same whatever the schedule. The sequential program expands each level in "
-           "one piece. Metric: wall ms.",
+           "one piece. The search is memory-bound (random reads of the levels): on the 2-vCPU virtual machine "
+           "its 1-worker times moved by up to 15% from round to round for every runtime alike (see the raw "
+           "runs), and 2 workers may gain more than 2x from a second core's caches. Metric: wall ms.",
 })
 
 TITLES = {
@@ -454,6 +456,19 @@ def run_line(entry, data):
     return line + (f" Conditions: {entry['note']}" if entry.get("note") else "")
 
 
+def one_worker_line(cases):
+    """Each runtime's 1-worker time over the sequential program's: its own
+    cost on one worker, and for Rayon also its Rust kernels' speed."""
+    parts = []
+    for case in cases:
+        cells = [f"{impl} {fmt_ratio(ratio(med(case, 1, impl), med(case, 1, SEQ)))}" for impl in [BLITZ] + PEERS
+                 if impl_summary(case, 1, impl)]
+        parts.append(", ".join(cells))
+    return ("1 worker ÷ sequential program: " + "; ".join(parts) + ". Above 1.00: the runtime's cost on one "
+            "worker; Rayon runs the Rust twins of the kernels, so its figure also shows how fast LLVM's code is "
+            "against gcc's.")
+
+
 def apps_section(data, charts, rel):
     m = [f"## {APPS_TITLE}\n",
          "Three applications written for each runtime with the same algorithm, the same cutoffs and the same "
@@ -469,6 +484,7 @@ def apps_section(data, charts, rel):
         m.append(HOW[workload] + "\n")
         m.append(run_line(entry, data) + "\n")
         m.append(section_body(workload, entry["cases"]) + "\n")
+        m.append(one_worker_line(entry["cases"]) + "\n")
     if "apps" in charts:
         name, problem = charts["apps"]
         m.append(f"![application workloads]({rel}/{name})\n" if name else f"({problem})\n")
