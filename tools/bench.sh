@@ -5,8 +5,9 @@
 # The benchmarks of issue 4: libblitz next to Rayon, oneTBB, OpenMP and
 # sequential code, interleaved run by run. Writes bench/results/latest.json
 # and docs/benchmarks.md (tables, goals, charts). With NAME, only that
-# workload (fib tree parfor uts spawn roundtrip wake idle storm, or the
-# extra sections rustjoin and sort) runs again; the rest of the report keeps
+# workload (fib tree parfor uts spawn roundtrip wake idle storm, the
+# applications msort matmul bfs, or apps for all three, or the extra
+# sections rustjoin and sort) runs again; the rest of the report keeps
 # the previous figures. All of it took 9 min 16 s on the 2-vCPU machine
 # while it was busy (about 5 min of CPU time); see bench/run.py.
 #
@@ -23,7 +24,7 @@
 # bindings/python/bench/results.txt. About 2 min. Like node, it runs alone
 # with `./dev bench python`, and after the rest in a run with no NAME.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$1
 shift
