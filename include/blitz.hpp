@@ -915,6 +915,26 @@ public:
     }
 
     /**
+     * Starts recording what the workers do, for a Chrome Trace Event file
+     * written to path by trace_stop() or by the pool's destruction
+     * (blz_pool_trace_start: what is recorded, the cost, BLZ_TRACE).
+     * @param path the file to write; created or truncated now.
+     * @throws error BLZ_EINVAL for an empty path, a trace already running or a
+     *         path that cannot be opened; BLZ_ENOMEM, BLZ_ESHUTDOWN, BLZ_EFORK.
+     */
+    void trace_start(const std::string &path) {
+        detail::check(blz_pool_trace_start(pool_.get(), path.c_str()), "blz::pool::trace_start");
+    }
+
+    /**
+     * Stops the trace and writes its file (blz_pool_trace_stop).
+     * @throws error BLZ_EINVAL when no trace runs or writing failed; BLZ_ESHUTDOWN, BLZ_EFORK.
+     */
+    void trace_stop() {
+        detail::check(blz_pool_trace_stop(pool_.get()), "blz::pool::trace_stop");
+    }
+
+    /**
      * Runs f() and g(), possibly in parallel, and returns both values
      * (blz_fork_join: on a worker, f runs inline and g waits for a thief;
      * from another thread the pair first moves into the pool).

@@ -119,6 +119,8 @@ _PROTOTYPES = {
     "blz_pool_release": (blz_status, [c_void_p, DONE_FN, c_void_p]),
     "blz_pool_set_max_active": (blz_status, [c_void_p, c_uint32]),
     "blz_worker_stats": (blz_status, [c_void_p, c_uint32, POINTER(Stats)]),
+    "blz_pool_trace_start": (blz_status, [c_void_p, c_char_p]),
+    "blz_pool_trace_stop": (blz_status, [c_void_p]),
 }
 
 

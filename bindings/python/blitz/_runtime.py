@@ -796,6 +796,28 @@ class Runtime:
             self.leave()
         check(status, "blz_pool_set_max_active")
 
+    def trace_start(self, path):
+        """blz_pool_trace_start: records the workers' activity for the file at path.
+        Through `lib` (the GIL released): the call allocates and opens the file."""
+        encoded = os.fsencode(path)
+        if b"\0" in encoded:
+            raise ValueError("path contains a NUL byte")
+        ptr = self.enter()
+        try:
+            status = _lib.blz_pool_trace_start(ptr, encoded)
+        finally:
+            self.leave()
+        check(status, "blz_pool_trace_start")
+
+    def trace_stop(self):
+        """blz_pool_trace_stop: writes the file (the GIL released meanwhile)."""
+        ptr = self.enter()
+        try:
+            status = _lib.blz_pool_trace_stop(ptr)
+        finally:
+            self.leave()
+        check(status, "blz_pool_trace_stop")
+
     def close(self):
         """Waits for every accepted task, stops the workers and frees the pool.
 

@@ -276,4 +276,10 @@ extern "C" {
     pub fn blz_pool_set_max_active(pool: *mut blz_pool, n: u32) -> blz_status;
     /// One worker's counters and times, as `blz_pool_stats` fills the pool's. (0.2)
     pub fn blz_worker_stats(pool: *const blz_pool, worker_index: u32, out_stats: *mut blz_stats) -> blz_status;
+    /// Starts recording what the pool's workers do, for a Chrome Trace Event
+    /// file written to the NUL-terminated `path` by `blz_pool_trace_stop` or
+    /// `blz_pool_destroy`. (0.2)
+    pub fn blz_pool_trace_start(pool: *mut blz_pool, path: *const c_char) -> blz_status;
+    /// Stops the pool's trace and writes its file. (0.2)
+    pub fn blz_pool_trace_stop(pool: *mut blz_pool) -> blz_status;
 }

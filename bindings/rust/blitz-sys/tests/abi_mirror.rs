@@ -418,6 +418,8 @@ fn rust_functions() -> Vec<Sig> {
         blz_pool_release: fn(*mut blz_pool, blz_done_fn, *mut c_void) -> blz_status;
         blz_pool_set_max_active: fn(*mut blz_pool, u32) -> blz_status;
         blz_worker_stats: fn(*const blz_pool, u32, *mut blz_stats) -> blz_status;
+        blz_pool_trace_start: fn(*mut blz_pool, *const c_char) -> blz_status;
+        blz_pool_trace_stop: fn(*mut blz_pool) -> blz_status;
     }
 }
 

@@ -414,6 +414,41 @@ impl ThreadPool {
         Ok(stats)
     }
 
+    /// Starts recording what the workers do, for a Chrome Trace Event file
+    /// written to `path` by [`trace_stop`](ThreadPool::trace_stop), or when
+    /// the pool is dropped. Open it in Perfetto (ui.perfetto.dev) or read it
+    /// with `tools/blitz-trace`; `blz_pool_trace_start` in blitz.h says what
+    /// is recorded and what it costs, docs/tracing.md how to read it. A job
+    /// that runs a closure carries the crate's trampoline, not the closure:
+    /// its span is "job" unless the program exports that symbol.
+    /// [`Error::InvalidArgument`] for an empty path or one holding
+    /// a NUL byte, a path that cannot be opened, or a trace already running.
+    ///
+    /// ```
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let path = std::env::temp_dir().join(format!("blitz-doc-trace-{}.json", std::process::id()));
+    /// pool.trace_start(&path)?;
+    /// assert_eq!(pool.install(|| blitz::join(|| 1, || 2)), (1, 2));
+    /// pool.trace_stop()?;
+    /// assert!(std::fs::read_to_string(&path).unwrap().contains("traceEvents"));
+    /// # std::fs::remove_file(&path).unwrap();
+    /// # Ok::<(), blitz::Error>(())
+    /// ```
+    pub fn trace_start<P: AsRef<std::path::Path>>(&self, path: P) -> Result<(), Error> {
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::ffi::CString::new(path.as_ref().as_os_str().as_bytes()).map_err(|_| Error::InvalidArgument)?;
+        // SAFETY: self.raw is alive as long as &self; path is NUL-terminated
+        // and only read during the call (the file is opened there).
+        Error::check(unsafe { sys::blz_pool_trace_start(self.raw, path.as_ptr()) })
+    }
+
+    /// Stops the trace and writes its file. [`Error::InvalidArgument`] when
+    /// no trace runs or the file could not be written (the trace is over).
+    pub fn trace_stop(&self) -> Result<(), Error> {
+        // SAFETY: self.raw is alive as long as &self.
+        Error::check(unsafe { sys::blz_pool_trace_stop(self.raw) })
+    }
+
     /// Starts `f` on this pool and returns a handle to wait for its value.
     /// From a worker of this pool the task goes to that worker's queue.
     ///

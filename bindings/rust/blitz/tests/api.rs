@@ -885,6 +885,33 @@ fn cpu_list_cap_priority_and_worker_stats() {
     }
 }
 
+/// Issue 18: a trace from Rust. The broadcast after each one cannot end
+/// before every worker wrote its span of the one before (a span is written
+/// when its job ends, possibly after the broadcast returned).
+#[test]
+fn trace_start_and_stop_write_the_file() {
+    let pool = ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    let dir = std::env::temp_dir().join(format!("blitz-rust-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("rust.json");
+    pool.trace_start(&path).unwrap();
+    assert!(matches!(pool.trace_start(&path), Err(Error::InvalidArgument))); // one at a time
+    let broadcasts = 3;
+    for _ in 0..broadcasts {
+        pool.broadcast(|_| ());
+    }
+    pool.trace_stop().unwrap();
+    assert!(matches!(pool.trace_stop(), Err(Error::InvalidArgument))); // none running
+    assert!(matches!(pool.trace_start(dir.join("missing/x.json")), Err(Error::InvalidArgument)));
+    assert!(matches!(pool.trace_start("a\0b"), Err(Error::InvalidArgument)));
+    assert!(matches!(pool.trace_start(""), Err(Error::InvalidArgument)));
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.starts_with('{') && text.contains("\"traceEvents\""));
+    let spans = text.matches("\"source\":\"broadcast\"").count();
+    assert!((2 * (broadcasts - 1)..=2 * broadcasts).contains(&spans), "{} broadcast spans", spans);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 extern "C" {
     #[link_name = "sched_getcpu"]
     fn libc_sched_getcpu() -> i32;
