@@ -4,6 +4,7 @@
 
 #include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,7 +102,7 @@ static double quantile(const double *v, size_t n, double q) {
 
 /* ---- the result and its JSON line ---- */
 
-enum { MAX_EXTRAS = 10 };
+enum { MAX_EXTRAS = 16 };
 
 typedef struct result {
     const char *impl;
@@ -198,6 +199,7 @@ typedef struct futex_floor {
     _Atomic uint32_t round;  /* 2k: the waiter sleeps; 2k+1: wake up; 2k+2: it ran */
     double posted_at;
     double latency;
+    int waiter_cpu;          /* where the waiter ran after the wake-up */
     pthread_t thread;
 } futex_floor;
 
@@ -217,6 +219,7 @@ static void *floor_waiter(void *p) {
         while ((now = atomic_load_explicit(&f->round, memory_order_acquire)) == sleeping) futex_wait(&f->round, sleeping);
         if (now == FLOOR_STOP) return NULL;
         f->latency = bench_wall() - f->posted_at;
+        f->waiter_cpu = sched_getcpu();
         /* release: the main thread reads latency after it sees the new round. */
         atomic_store_explicit(&f->round, sleeping + 2, memory_order_release);
         futex_wake(&f->round);
@@ -228,15 +231,18 @@ static void floor_start(futex_floor *f) {
     if (pthread_create(&f->thread, NULL, floor_waiter, f) != 0) bench_fail("cannot start the futex waiter");
 }
 
-/* One wake-to-run sample, in microseconds; the waiter has been asleep since the last one. */
-static double floor_sample(futex_floor *f) {
+/* One wake-to-run sample, in microseconds; the waiter has been asleep since
+ * the last one. *same_cpu: the waiter ran on the CPU the post was made from. */
+static double floor_sample(futex_floor *f, int *same_cpu) {
     uint32_t sleeping = atomic_load_explicit(&f->round, memory_order_relaxed);  /* only this thread posts */
+    int poster_cpu = sched_getcpu();
     f->posted_at = bench_wall();
     /* release: publishes posted_at to the waiter. */
     atomic_store_explicit(&f->round, sleeping + 1, memory_order_release);
     futex_wake(&f->round);
     /* acquire: pairs with the waiter's release so that latency is visible. */
     while (atomic_load_explicit(&f->round, memory_order_acquire) != sleeping + 2) futex_wait(&f->round, sleeping + 1);
+    *same_cpu = f->waiter_cpu == poster_cpu;
     return f->latency * 1e6;
 }
 
@@ -397,9 +403,31 @@ static void workload_roundtrip(const bench_runtime *rt, args *a, result *r) {
 
 typedef struct stamp {
     double at;
+    int cpu;
 } stamp;
 
-static void stamp_now(void *p) { ((stamp *)p)->at = bench_wall(); }
+static void stamp_now(void *p) {
+    stamp *s = p;
+    s->at = bench_wall();
+    s->cpu = sched_getcpu();
+}
+
+/* Wake-ups that ran on the waker's CPU and those that ran on another: how
+ * many of the first, and each group's p50 and p99 (extras PREFIX_same,
+ * PREFIX_same_p50_us, ...). Both have their own cost on a VM: a wake-up on
+ * another CPU that is idle must bring that CPU out of its halt first. */
+static void add_cpu_split(result *r, const char *const keys[5], const double *us, const int *same, size_t n) {
+    double *in[2] = {alloc_doubles(n), alloc_doubles(n)};
+    size_t count[2] = {0, 0};
+    for (size_t i = 0; i < n; ++i) in[same[i] != 0][count[same[i] != 0]++] = us[i];
+    add_extra(r, keys[0], (double)count[1]);
+    add_extra(r, keys[1], quantile(in[1], count[1], 0.5));
+    add_extra(r, keys[2], quantile(in[1], count[1], 0.99));
+    add_extra(r, keys[3], quantile(in[0], count[0], 0.5));
+    add_extra(r, keys[4], quantile(in[0], count[0], 0.99));
+    free(in[0]);
+    free(in[1]);
+}
 
 /* Deep-sleep wake latency, sample by sample next to the futex floor. */
 static void workload_wake(const bench_runtime *rt, args *a, result *r) {
@@ -408,6 +436,8 @@ static void workload_wake(const bench_runtime *rt, args *a, result *r) {
     if (samples < 1) bench_fail("wake: samples must be at least 1");
     /* The result takes both arrays over (a sequential run has no pool samples). */
     double *pool_us = alloc_doubles(samples), *floor_us = alloc_doubles(samples);
+    int *pool_same = calloc(samples, sizeof *pool_same), *floor_same = calloc(samples, sizeof *floor_same);
+    if (pool_same == NULL || floor_same == NULL) bench_fail("out of memory");
     futex_floor floor;
     floor_start(&floor);
     rt->call(empty_function, NULL);
@@ -415,13 +445,15 @@ static void workload_wake(const bench_runtime *rt, args *a, result *r) {
     region g = region_begin(rt);
     for (size_t i = 0; i < samples; ++i) {
         bench_sleep(gap);
-        floor_us[i] = floor_sample(&floor);
+        floor_us[i] = floor_sample(&floor, &floor_same[i]);
         if (rt->sequential) continue;
         never_asleep += !settle(rt, gap);
         stamp started = {0};
+        int caller_cpu = sched_getcpu();
         double t0 = bench_wall();
         rt->call(stamp_now, &started);
         pool_us[i] = (started.at - t0) * 1e6;
+        pool_same[i] = started.cpu == caller_cpu;
     }
     region_end(g, r);
     floor_stop(&floor);
@@ -442,6 +474,16 @@ static void workload_wake(const bench_runtime *rt, args *a, result *r) {
     add_extra(r, "floor_p50_us", floor_p50);
     add_extra(r, "floor_p99_us", quantile(floor_us, samples, 0.99));
     add_extra(r, "never_asleep", never_asleep);
+    static const char *const floor_keys[5] = {"floor_same_cpu", "floor_same_p50_us", "floor_same_p99_us",
+                                              "floor_other_p50_us", "floor_other_p99_us"};
+    add_cpu_split(r, floor_keys, floor_us, floor_same, samples);
+    if (!rt->sequential) {
+        static const char *const pool_keys[5] = {"same_cpu", "same_p50_us", "same_p99_us", "other_p50_us",
+                                                 "other_p99_us"};
+        add_cpu_split(r, pool_keys, pool_us, pool_same, samples);
+    }
+    free(pool_same);
+    free(floor_same);
     snprintf(r->checksum, sizeof r->checksum, "%zu", samples);
 }
 

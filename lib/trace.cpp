@@ -224,7 +224,7 @@ void Tracer::abandon() {
 void Tracer::woke(uint32_t worker, uint64_t sleep_count) {
     if (!active_.load(std::memory_order_relaxed)) return;  // relaxed: a hint; the slot decides
     const uint64_t now = monotonic_now_ns();
-    const TraceEvent event{now, now, wake_flow_id(worker, sleep_count), TraceKind::kWakeOut};
+    const TraceEvent event{now, now, wake_flow_id(worker, sleep_count), TraceKind::kWakeOut, sched_getcpu()};
     Worker *self = Worker::current();
     if (registry_.is_own(self)) {
         self->trace_slot().write(event);
@@ -259,7 +259,7 @@ public:
             case TraceKind::kSearch: span(tid, e, "search", "idle", ""); break;
             case TraceKind::kSleep: span(tid, e, "sleep", "idle", ""); break;
             case TraceKind::kWakeOut: wake_out(tid, e); break;
-            case TraceKind::kWakeIn: flow(tid, "f", e.what, e.begin_ns, ",\"bp\":\"e\""); break;
+            case TraceKind::kWakeIn: flow(tid, "f", e, ",\"bp\":\"e\""); break;
             default: break;
         }
     }
@@ -316,16 +316,20 @@ private:
         const uint32_t woken = static_cast<uint32_t>(e.what >> 40);
         std::string args = ",\"args\":{\"worker\":";
         args += std::to_string(woken);
+        args += ",\"cpu\":";
+        args += std::to_string(e.cpu);
         args += '}';
         span(tid, e, "wake", "wake", args);
-        flow(tid, "s", e.what, e.begin_ns, "");
+        flow(tid, "s", e, "");
     }
 
-    void flow(uint32_t tid, const char *phase, uint64_t id, uint64_t ns, const char *extra) {
+    // One end of a wake-up's arrow; args.cpu is the CPU that end ran on
+    // (the waker's, or the woken worker's when it returned from the futex).
+    void flow(uint32_t tid, const char *phase, const TraceEvent &e, const char *extra) {
         event_prefix();
         std::fprintf(file_, "{\"ph\":\"%s\",\"name\":\"wake\",\"cat\":\"wake\",\"id\":%" PRIu64
-                            ",\"pid\":%d,\"tid\":%u,\"ts\":%s%s}",
-                     phase, id, pid_, tid, micros(relative(ns)).c_str(), extra);
+                            ",\"pid\":%d,\"tid\":%u,\"ts\":%s%s,\"args\":{\"cpu\":%d}}",
+                     phase, e.what, pid_, tid, micros(relative(e.begin_ns)).c_str(), extra, e.cpu);
     }
 
     const FunctionName &name_of(uint64_t address) {

@@ -53,7 +53,9 @@ struct TraceEvent {
     uint64_t end_ns;
     uint64_t what;  // jobs: the function's address; wakes: the flow id
     TraceKind kind;
+    int32_t cpu = -1;  // wakes: the CPU the event happened on (sched_getcpu); -1 unknown
 };
+static_assert(sizeof(TraceEvent) == 32, "blitz.h documents 32 bytes per event");
 
 // A wake-up's flow id: the woken worker and its sleep count, which the
 // waker reads under the worker's sleep mutex and the woken worker knows.

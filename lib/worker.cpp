@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <sched.h>
 #include <unistd.h>
 
 #include "fault.hpp"
@@ -160,7 +161,7 @@ void Worker::trace_woken() {
     // The waker's event carries the same id: our count of sleeps, which
     // it read under our sleep mutex while we were blocked.
     const uint64_t now = monotonic_now_ns();
-    trace_.write({now, now, wake_flow_id(index_, sleep_->own_sleep_count(index_)), TraceKind::kWakeIn});
+    trace_.write({now, now, wake_flow_id(index_, sleep_->own_sleep_count(index_)), TraceKind::kWakeIn, sched_getcpu()});
 }
 
 Job *Worker::steal() {
