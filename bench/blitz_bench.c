@@ -321,6 +321,15 @@ static void call(bench_fn fn, void *arg) { check(blz_call(pool, fn, arg), "blz_c
 
 static void post(bench_fn fn, void *arg) { check(blz_spawn(pool, fn, arg, NULL), "blz_spawn"); }
 
+/* ---- spawns from a worker: spawn_wait's calls made inside blz_call. On a
+ * worker blz_group_spawn pushes to that worker's own deque, and the group's
+ * destroy waits cooperatively (the worker runs its own tasks while the
+ * others steal from it) ---- */
+
+static void spawn_inside_task(void *p) { spawn_wait(*(const size_t *)p); }
+
+static void spawn_wait_inside(size_t count) { check(blz_call(pool, spawn_inside_task, &count), "blz_call"); }
+
 static int read_stats(bench_pool_stats *out) {
     blz_stats s;
     s.struct_size = sizeof s;
@@ -345,7 +354,7 @@ static int all_asleep(void) {
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         "libblitz", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep,
-        read_stats, msort, matmul, bfs,
+        read_stats, msort, matmul, bfs, spawn_wait_inside,
     };
     return bench_main(argc, argv, &runtime);
 }

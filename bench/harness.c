@@ -363,19 +363,35 @@ static void workload_uts(const bench_runtime *rt, args *a, result *r) {
     add_extra(r, "ns_per_node", r->wall * 1e9 / (double)count.nodes);
 }
 
-static void workload_spawn(const bench_runtime *rt, args *a, result *r) {
-    size_t tasks = (size_t)arg_long(a, "tasks", 1000000);
-    if (tasks < 1) bench_fail("spawn: tasks must be at least 1");
+/* The spawn workloads: `tasks` tiny tasks submitted and waited for by
+ * spawn_wait (from outside the pool or from a worker), after a warm-up of at
+ * most 10^4. The checksum is the slots' sum, so a lost task shows. */
+static void time_spawns(const bench_runtime *rt, void (*spawn_wait)(size_t), size_t tasks, result *r) {
     bench_tiny_prepare(tasks < 10000 ? tasks : 10000);
-    rt->spawn_wait(tasks < 10000 ? tasks : 10000);
+    spawn_wait(tasks < 10000 ? tasks : 10000);
     bench_tiny_prepare(tasks);
     region g = region_begin(rt);
-    rt->spawn_wait(tasks);
+    spawn_wait(tasks);
     region_end(g, r);
     r->metric = r->wall * 1e9 / (double)tasks;
     r->unit = "ns/task";
     snprintf(r->checksum, sizeof r->checksum, "%llu", (unsigned long long)bench_tiny_checksum());
     add_extra(r, "tasks_per_s", (double)tasks / r->wall);
+}
+
+static void workload_spawn(const bench_runtime *rt, args *a, result *r) {
+    size_t tasks = (size_t)arg_long(a, "tasks", 1000000);
+    if (tasks < 1) bench_fail("spawn: tasks must be at least 1");
+    time_spawns(rt, rt->spawn_wait, tasks, r);
+}
+
+/* The same tiny tasks spawned by one worker into its own queue: the cost of
+ * a task that fans out, without the outside thread's hand-over. */
+static void workload_spawn_inside(const bench_runtime *rt, args *a, result *r) {
+    size_t tasks = (size_t)arg_long(a, "tasks", 1000000);
+    if (tasks < 1) bench_fail("spawn_inside: tasks must be at least 1");
+    if (rt->spawn_wait_inside == NULL) bench_fail("spawn_inside: this runtime does not spawn from a worker");
+    time_spawns(rt, rt->spawn_wait_inside, tasks, r);
 }
 
 static void empty_function(void *arg) { (void)arg; }
@@ -676,6 +692,7 @@ static const workload workloads[] = {
     {"uts", workload_uts},       {"spawn", workload_spawn}, {"roundtrip", workload_roundtrip},
     {"wake", workload_wake},     {"idle", workload_idle},   {"storm", workload_storm},
     {"msort", workload_msort},   {"matmul", workload_matmul}, {"bfs", workload_bfs},
+    {"spawn_inside", workload_spawn_inside},
 };
 
 static void usage(const char *program) {

@@ -59,6 +59,12 @@ typedef struct bench_runtime {
     void (*msort)(uint64_t *a, uint64_t *b, size_t n);
     void (*matmul)(double *c, const double *a, const double *b, size_t n);
     void (*bfs)(bench_bfs *search);
+    /* Enters the pool once and, from a worker there, submits bench_tiny_task(0
+     * .. count-1) as `count` separate tasks (into that worker's own queue, where
+     * the runtime has one), then waits for all before it returns. The spawn
+     * workload's twin from inside: what a task that fans out costs per spawn.
+     * Optional: with NULL the workload spawn_inside fails with a message. */
+    void (*spawn_wait_inside)(size_t count);
 } bench_runtime;
 
 /* Runs the workload named by argv and prints its JSON line; the exit status

@@ -75,12 +75,29 @@ HOW.update({
            "runs), and 2 workers may gain more than 2x from a second core's caches. Metric: wall ms.",
 })
 
+HOW["spawn_inside"] = (
+    "The spawn workload's 10^6 tiny tasks, spawned instead by one task running on a worker, into a group, and "
+    "waited for there; the pool is entered once. libblitz `blz_group_create`, `blz_group_spawn` x 10^6 and "
+    "`blz_group_destroy` (which waits, running tasks meanwhile) inside one `blz_call`: on a worker each spawn "
+    "goes to that worker's own deque; Rayon `scope` with `s.spawn` x 10^6 inside `install` (its own deque "
+    "too). oneTBB and OpenMP run the spawn workload's code again, since it already spawned from inside: "
+    "`task_arena::execute` makes its caller one of the arena's threads, with its own task pool, for "
+    "`task_group::run` + `wait`, and OpenMP's `task` x 10^6 + `taskwait` come from the thread of a `single` "
+    "in the team; their two sections measure the same program. OpenMP's task creation is not a queued task "
+    "for most of the 10^6: libgomp runs a task at once on the thread that creates it (undeferred, as with "
+    "`if(0)`) while the team has more than 64 tasks per thread queued (`GOMP_task` in libgomp's task.c, GCC 12), "
+    "so beyond the first 64 x threads a spawn is mostly a direct call. The other runtimes queue every task, "
+    "which the spawner takes back from its own queue or a thief steals. 1 worker: no thief, the runtime's own "
+    "path per task; 2 workers: the second worker steals from the spawner. Runs short of the CPUs are left out as "
+    "for fib. Metric: wall ns per task (the spawns, the tasks and the wait, over 10^6).")
+
 TITLES = {
     "fib": "1. fib by fork-join, ns per join",
     "tree": "2. Binary-tree sum, ns per node",
     "parfor": "3. parallel_for, reduce and quicksort",
     "uts": "4. Unbalanced Tree Search T1",
     "spawn": "5. Spawn throughput",
+    "spawn_inside": "5b. Spawn from a worker into its own group",
     "roundtrip": "6. Round trip from outside the pool",
     "wake": "7. Wake latency from deep sleep",
     "idle": "8. Idle cost",
@@ -285,7 +302,27 @@ def goals(data):
     out.append(goal("Spawn throughput at least 2x Rayon's `spawn` with a counting latch",
                     f"{fmt(1e3 / b if b else None)} vs {fmt(1e3 / p if p else None)} M tasks/s: {fmt_ratio(r)}x",
                     judge(r, 2.0, less=False)))
+    case = case_by(data, "spawn_inside")
+    for threads in (1, 2):
+        b, p = med(case, threads, BLITZ), med(case, threads, OMP)
+        r = ratio(b, p)
+        workers = f"{threads} worker" + ("s" if threads > 1 else "")
+        out.append(goal(f"Issue 17: spawn from a worker (10^6 tasks into a group, inside `blz_call`), {workers}: "
+                        "ns per task at most OpenMP's task creation time per task",
+                        f"{fmt(b)} vs {fmt(p)} ns per task: ratio {fmt_ratio(r)}", judge(r, 1.0),
+                        short_of_cpus(case, threads, [BLITZ, OMP])))
     return out
+
+
+def short_of_cpus(case, threads, impls):
+    """A goal's note when a runtime it compares has no run that got the CPUs."""
+    summaries = {impl: impl_summary(case, threads, impl) for impl in impls}
+    short = [impl for impl, s in summaries.items() if s and s["median"] is None and s["flagged"]]
+    if not short:
+        return ""
+    got = ", ".join(f"{impl} {fmt(summaries[impl]['cpu_per_wall'], 2)}" for impl in short)
+    return (f"no {threads}-worker run of {' or '.join(short)} got {threads - 0.1:.1f} CPUs (median CPU/wall: {got}): "
+            "not measurable on this run")
 
 
 def goals_section(items):
@@ -498,10 +535,12 @@ def section_body(workload, cases):
         if case["checksum_problem"]:
             parts.append(f"{title}\n\nCHECKSUM PROBLEM: {case['checksum_problem']}")
             continue
-        if workload in ("fib", "tree", "parfor", "storm") or workload in APPS:
+        if workload in ("fib", "tree", "parfor", "storm", "spawn_inside") or workload in APPS:
             body = threads_table(case)
             if workload == "storm":
                 body += "\n\n" + storm_stats(case)
+            if workload == "spawn_inside":
+                body += "\n\n" + steal_line(case)
         else:
             body = runtime_table(case, COLUMNS[(workload, case["params"].get("phase"))])
         parts.append(f"{title}\n\n{body}" if title else body)
@@ -522,6 +561,21 @@ def storm_stats(case):
             "jobs:\n\n") + table(
         ["workers", "wakeups per job", "spurious wakeups per job", "spurious % of wakeups", "sleeps per job",
          "storms that began before the pool slept"], rows)
+
+
+def steal_line(case):
+    """How many of libblitz's tasks a thief took, from its counters."""
+    cells = []
+    for threads in case["threads"]:
+        s = impl_summary(case, threads, BLITZ)
+        if s is None or "pool_sum" not in s:
+            continue
+        steals = pool_per(s, "steals", case["params"]["tasks"] * s["pool_runs"])
+        cells.append(f"{fmt(steals)} on {threads} worker" + ("s" if threads > 1 else ""))
+    if not cells:
+        return ""
+    return ("libblitz's steals per task (`blz_pool_stats`, summed over the runs that counted): " + ", ".join(cells)
+            + ". Each steal takes one task from the spawner's deque.")
 
 
 def per_seq(s, case_seq):
@@ -616,9 +670,8 @@ def write(data, results_dir, markdown_path):
              "round, the order rotating each round; every run is a fresh process: one warm-up, then one measured "
              "run). In parentheses: CPU time of the whole process ÷ wall time of the measured run. Ratios are "
              "libblitz ÷ peer on the same metric: below 1.00 libblitz is faster (or cheaper). For fib, tree, "
-             "parfor, UTS and the application workloads, a run on 2 workers that got less than 1.9 CPUs, or on 1 "
-             "worker (or sequential) "
-             "less than 0.9, is flagged and left out of the median (`[k/n runs]` says how many counted); with "
+             "parfor, UTS, the spawn from a worker and the application workloads, a run on 2 workers that got "
+             "less than 1.9 CPUs, or on 1 worker (or sequential) less than 0.9, is flagged and left out of the median (`[k/n runs]` says how many counted); with "
              "none left the cell says n/a, never a figure for that many workers. With 4 to 16 workers on the 2 "
              "vCPUs, CPU/wall is shown but not judged. "
              "Every run's checksum was compared with the sequential program's; a mismatch would show as WRONG "

@@ -53,7 +53,11 @@ IMPLS = [BLITZ] + PEERS + [SEQ]
 # below 0.9, or below 1.9 on two workers) is flagged and left out of the
 # medians: the VM did not deliver the CPUs. With more workers than the 2
 # vCPUs, CPU/wall is shown but not judged (idle workers may rightly sleep).
-THROUGHPUT = {"fib", "tree", "parfor", "uts", "msort", "matmul", "bfs"}
+# spawn_inside counts: from the first spawn to the last task there is work
+# for every worker (the spawner's queue), so a run short of CPUs is the VM's
+# doing. spawn does not: its outside thread and the workers wait on each
+# other's cache lines, and runs that got one CPU were faster.
+THROUGHPUT = {"fib", "tree", "parfor", "uts", "msort", "matmul", "bfs", "spawn_inside"}
 CPU_SHORTFALL_ALLOWED = 0.1
 
 
@@ -78,6 +82,13 @@ def full_plan():
                    Case("parfor", {"op": "sort", "n": 10**7}, [2], "quicksort of 10^7 doubles")],
         "uts": [Case("uts", {"depth": 10}, [2], "UTS T1 (geometric, 4130071 nodes)")],
         "spawn": [Case("spawn", {"tasks": 10**6}, [2], "10^6 tiny tasks from an outside thread")],
+        # Issue 17. 1 worker: what a spawn and the task's run cost with no
+        # thief, so nothing but the runtime's own path; 2 workers: the same
+        # with a thief taking tasks from the spawner's queue (the goal's
+        # row judges both). More workers than the 2 vCPUs would only say
+        # how the runtimes share CPUs, as the tree case does already.
+        "spawn_inside": [Case("spawn_inside", {"tasks": 10**6}, [1, 2],
+                              "10^6 tiny tasks from a worker into its own group")],
         "roundtrip": [Case("roundtrip", {"calls": 1000}, [2], "an empty function run on a worker, from outside")],
         "wake": [Case("wake", {"samples": 10, "gap_ms": 30}, [2], "spawn into a sleeping pool")],
         "idle": [Case("idle", {"phase": "after"}, [2], "CPU in the 100 ms after work"),
@@ -98,6 +109,8 @@ def smoke_plan():
         "parfor": [Case("parfor", {"op": op, "n": 20000}, [2], "") for op in ("sum", "map", "sort")],
         "uts": [Case("uts", {"depth": 3}, [2], "")],
         "spawn": [Case("spawn", {"tasks": 3000}, [2], "")],
+        # Above 64 per thread, so that OpenMP also runs tasks undeferred (libgomp's cut-off).
+        "spawn_inside": [Case("spawn_inside", {"tasks": 3000}, [1, 2], "")],
         "roundtrip": [Case("roundtrip", {"calls": 20}, [2], "")],
         "wake": [Case("wake", {"samples": 2, "gap_ms": 2}, [2], "")],
         "idle": [Case("idle", {"phase": "after", "quiet_ms": 5}, [2], ""),
@@ -214,7 +227,7 @@ def reference_checksum(workload, p):
         return matmul_reference(p["n"])
     if workload == "bfs":
         return bfs_reference(p["side"], p["shortcuts"])
-    if workload in ("spawn", "storm"):
+    if workload in ("spawn", "spawn_inside", "storm"):
         return str(p["tasks"] * (p["tasks"] + 1) // 2)
     if workload == "idle":
         if p["phase"] == "after":

@@ -29,6 +29,7 @@ static void map(const double *x, double *y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] = bench_map_one(x[i]);
 }
 
+/* Both spawn workloads: with no pool, inside and outside are the same loop. */
 static void spawn_wait(size_t count) {
     /* A call through a pointer, as a task runner would make it. */
     void (*volatile task)(size_t) = bench_tiny_task;
@@ -50,6 +51,7 @@ int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         "sequential", 1, start, stop, bench_fib, tree_sum, sum, map, bench_qs_sequential,
         bench_uts_sequential, spawn_wait, call, call, NULL, NULL, msort, matmul, bench_bfs_sequential,
+        spawn_wait,
     };
     return bench_main(argc, argv, &runtime);
 }

@@ -157,6 +157,19 @@ fn spawn_wait(pool: &rayon::ThreadPool, count: usize) {
     }
 }
 
+/// `count` tiny tasks spawned from a worker: a scope entered inside `install`,
+/// whose `spawn`s push to that worker's own deque and whose end waits for
+/// them all (running them meanwhile). No latch: the scope counts its jobs.
+fn spawn_wait_inside(pool: &rayon::ThreadPool, count: usize) {
+    pool.install(|| {
+        rayon::scope(|s| {
+            for i in 0..count {
+                s.spawn(move |_| harness::tiny_task(i));
+            }
+        })
+    });
+}
+
 struct Bench {
     pool: rayon::ThreadPool,
     threads: usize,
@@ -333,10 +346,12 @@ impl Bench {
         r.extra.push(("levels", found.levels as f64));
     }
 
-    fn spawn(&self, args: &mut Args, r: &mut Report) {
+    /// The spawn workloads (as harness.c's time_spawns): `tasks` tiny tasks by
+    /// `spawn_wait`, after a warm-up of at most 10^4; the checksum shows a lost task.
+    fn time_spawns(&self, spawn_wait: fn(&rayon::ThreadPool, usize), args: &mut Args, r: &mut Report) {
         let tasks = args.number("tasks", 1_000_000) as usize;
         if tasks < 1 {
-            harness::fail("spawn: tasks must be at least 1");
+            harness::fail(&format!("{}: tasks must be at least 1", r.workload));
         }
         harness::tiny_prepare(tasks.min(10_000));
         spawn_wait(&self.pool, tasks.min(10_000));
@@ -346,6 +361,14 @@ impl Bench {
         r.unit = "ns/task";
         r.checksum = harness::tiny_checksum(tasks).to_string();
         r.extra.push(("tasks_per_s", tasks as f64 / r.wall));
+    }
+
+    fn spawn(&self, args: &mut Args, r: &mut Report) {
+        self.time_spawns(spawn_wait, args, r);
+    }
+
+    fn spawn_inside(&self, args: &mut Args, r: &mut Report) {
+        self.time_spawns(spawn_wait_inside, args, r);
     }
 
     fn roundtrip(&self, args: &mut Args, r: &mut Report) {
@@ -498,8 +521,10 @@ impl Bench {
 
 fn main() {
     let argv: Vec<String> = std::env::args().collect();
-    let workloads =
-        ["fib", "tree", "parfor", "uts", "spawn", "roundtrip", "wake", "idle", "storm", "msort", "matmul", "bfs"];
+    let workloads = [
+        "fib", "tree", "parfor", "uts", "spawn", "roundtrip", "wake", "idle", "storm", "msort", "matmul", "bfs",
+        "spawn_inside",
+    ];
     if argv.len() < 2 || !workloads.contains(&argv[1].as_str()) {
         eprintln!("usage: {} WORKLOAD [threads=N] [key=value ...]\nworkloads: {}", argv[0], workloads.join(" "));
         std::process::exit(2);
@@ -524,6 +549,7 @@ fn main() {
         "parfor" => bench.parfor(&mut args, &mut report),
         "uts" => bench.uts(&mut args, &mut report),
         "spawn" => bench.spawn(&mut args, &mut report),
+        "spawn_inside" => bench.spawn_inside(&mut args, &mut report),
         "roundtrip" => bench.roundtrip(&mut args, &mut report),
         "wake" => bench.wake(&mut args, &mut report),
         "idle" => bench.idle(&mut args, &mut report),
