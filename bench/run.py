@@ -90,7 +90,7 @@ def full_plan():
         "spawn_inside": [Case("spawn_inside", {"tasks": 10**6}, [1, 2],
                               "10^6 tiny tasks from a worker into its own group")],
         "roundtrip": [Case("roundtrip", {"calls": 1000}, [2], "an empty function run on a worker, from outside")],
-        "wake": [Case("wake", {"samples": 10, "gap_ms": 30}, [2], "spawn into a sleeping pool")],
+        "wake": [Case("wake", {"samples": 40, "gap_ms": 30}, [2], "spawn into a sleeping pool")],
         "idle": [Case("idle", {"phase": "after"}, [2], "CPU in the 100 ms after work"),
                  Case("idle", {"phase": "trickle", "ms": 2000}, [2], "one tiny task every 1 ms for 2 s")],
         "storm": [Case("storm", {"tasks": 1000, "storms": 10}, [16, 2], "1000 spawns into a sleeping pool")],
@@ -350,10 +350,10 @@ def summarize_runs(case, threads, runs, expected):
         "extra": {},
     }
     keys = sorted({k for r in good for k in r.get("extra", {})})
-    summary["extra_sum"] = {}
+    summary["extra_sum"], summary["extra_max"] = {}, {}
     for k in keys:
         values = [r["extra"][k] for r in good if k in r.get("extra", {})]
-        summary["extra"][k], summary["extra_sum"][k] = median(values), sum(values)
+        summary["extra"][k], summary["extra_sum"][k], summary["extra_max"][k] = median(values), sum(values), max(values)
     pools = [r["pool"] for r in good if "pool" in r]
     if pools:  # libblitz's counters: summed over the runs
         summary["pool_sum"] = {k: sum(p[k] for p in pools) for k in pools[0]}

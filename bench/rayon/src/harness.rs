@@ -15,6 +15,25 @@ extern "C" {
     fn clock_gettime(clock: i32, ts: *mut Timespec) -> i32;
     fn clock_nanosleep(clock: i32, flags: i32, request: *const Timespec, remain: *mut Timespec) -> i32;
     fn syscall(number: i64, ...) -> i64;
+    fn sched_getcpu() -> i32;
+}
+
+/// The CPU the calling thread runs on (glibc's sched_getcpu; -1 on failure).
+pub fn current_cpu() -> i32 {
+    // SAFETY: no arguments, no memory touched.
+    unsafe { sched_getcpu() }
+}
+
+/// As harness.c's add_cpu_split: how many wake-ups ran on the waker's CPU,
+/// and the p50 and p99 of those and of the others, under `keys`.
+pub fn add_cpu_split(r: &mut Report, keys: [&'static str; 5], us: &[f64], same: &[bool]) {
+    let pick = |want: bool| us.iter().zip(same).filter(|(_, s)| **s == want).map(|(u, _)| *u).collect::<Vec<f64>>();
+    let (here, elsewhere) = (pick(true), pick(false));
+    r.extra.push((keys[0], here.len() as f64));
+    r.extra.push((keys[1], quantile(&here, 0.5)));
+    r.extra.push((keys[2], quantile(&here, 0.99)));
+    r.extra.push((keys[3], quantile(&elsewhere, 0.5)));
+    r.extra.push((keys[4], quantile(&elsewhere, 0.99)));
 }
 
 const CLOCK_MONOTONIC: i32 = 1;
@@ -190,6 +209,7 @@ struct FloorShared {
     round: AtomicU32, // 2k: the waiter sleeps; 2k+1: wake up; 2k+2: it ran
     posted_bits: std::sync::atomic::AtomicU64,
     latency_bits: std::sync::atomic::AtomicU64,
+    waiter_cpu: std::sync::atomic::AtomicI32, // where the waiter ran after the wake-up
 }
 
 const FLOOR_STOP: u32 = u32::MAX;
@@ -200,6 +220,7 @@ impl FutexFloor {
             round: AtomicU32::new(0),
             posted_bits: Default::default(),
             latency_bits: Default::default(),
+            waiter_cpu: Default::default(),
         });
         let s = shared.clone();
         let waiter = std::thread::spawn(move || {
@@ -216,6 +237,7 @@ impl FutexFloor {
                 }
                 let latency = wall() - f64::from_bits(s.posted_bits.load(Ordering::Relaxed));
                 s.latency_bits.store(latency.to_bits(), Ordering::Relaxed); // published by the release below
+                s.waiter_cpu.store(current_cpu(), Ordering::Relaxed); // published by the release below
                 s.round.store(sleeping + 2, Ordering::Release); // release: the poster reads latency_bits after it
                 futex_wake(&s.round);
                 sleeping += 2;
@@ -224,10 +246,12 @@ impl FutexFloor {
         FutexFloor { shared, waiter: Some(waiter) }
     }
 
-    /// One sample in microseconds; the waiter has slept since the last one.
-    pub fn sample(&self) -> f64 {
+    /// One sample in microseconds, and whether the waiter ran on the CPU
+    /// the post was made from; the waiter has slept since the last one.
+    pub fn sample(&self) -> (f64, bool) {
         let s = &self.shared;
         let sleeping = s.round.load(Ordering::Relaxed); // relaxed: only this thread posts
+        let poster_cpu = current_cpu();
         s.posted_bits.store(wall().to_bits(), Ordering::Relaxed); // published by the release below
         s.round.store(sleeping + 1, Ordering::Release); // release: publishes posted_bits
         futex_wake(&s.round);
@@ -235,7 +259,8 @@ impl FutexFloor {
         while s.round.load(Ordering::Acquire) != sleeping + 2 {
             futex_wait(&s.round, sleeping + 1);
         }
-        f64::from_bits(s.latency_bits.load(Ordering::Relaxed)) * 1e6
+        let same_cpu = s.waiter_cpu.load(Ordering::Relaxed) == poster_cpu;
+        (f64::from_bits(s.latency_bits.load(Ordering::Relaxed)) * 1e6, same_cpu)
     }
 }
 

@@ -13,7 +13,7 @@ mod kernels;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
-use harness::{quantile, sleep, sleep_until, wall, Args, FutexFloor, Report};
+use harness::{add_cpu_split, current_cpu, quantile, sleep, sleep_until, wall, Args, FutexFloor, Report};
 use kernels::{Bfs, Graph, MmJob, Node, Tree, UtsCount, UtsNode};
 use rayon::prelude::*;
 
@@ -403,18 +403,23 @@ impl Bench {
         }
         let floor = FutexFloor::start();
         self.pool.install(|| {});
-        let (pool_us, floor_us): (Vec<f64>, Vec<f64>) = r.measure(|| {
+        let measured: Vec<(f64, bool, f64, bool)> = r.measure(|| {
             (0..samples)
                 .map(|_| {
                     sleep(gap);
-                    let f = floor.sample();
+                    let (f, f_same) = floor.sample();
                     sleep(gap); // Rayon cannot tell whether its workers sleep: wait as long
+                    let caller_cpu = current_cpu();
                     let t0 = wall();
-                    let started = self.pool.install(wall);
-                    ((started - t0) * 1e6, f)
+                    let (started, cpu) = self.pool.install(|| (wall(), current_cpu()));
+                    ((started - t0) * 1e6, cpu == caller_cpu, f, f_same)
                 })
-                .unzip()
+                .collect()
         });
+        let pool_us: Vec<f64> = measured.iter().map(|m| m.0).collect();
+        let pool_same: Vec<bool> = measured.iter().map(|m| m.1).collect();
+        let floor_us: Vec<f64> = measured.iter().map(|m| m.2).collect();
+        let floor_same: Vec<bool> = measured.iter().map(|m| m.3).collect();
         drop(floor);
         r.metric = quantile(&pool_us, 0.5);
         r.unit = "us";
@@ -422,6 +427,9 @@ impl Bench {
         r.extra.push(("floor_p50_us", quantile(&floor_us, 0.5)));
         r.extra.push(("floor_p99_us", quantile(&floor_us, 0.99)));
         r.extra.push(("never_asleep", 0.0));
+        let floor_keys = ["floor_same_cpu", "floor_same_p50_us", "floor_same_p99_us", "floor_other_p50_us", "floor_other_p99_us"];
+        add_cpu_split(r, floor_keys, &floor_us, &floor_same);
+        add_cpu_split(r, ["same_cpu", "same_p50_us", "same_p99_us", "other_p50_us", "other_p99_us"], &pool_us, &pool_same);
         r.checksum = samples.to_string();
         r.samples.push(("samples_us", pool_us));
         r.samples.push(("floor_samples_us", floor_us));
