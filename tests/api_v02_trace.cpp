@@ -8,8 +8,6 @@
 // --check (its path in BLZ_TRACE_TOOL), so the tool is tested with them.
 #include <catch2/catch.hpp>
 
-#include <dirent.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,69 +15,25 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
+using blz_test::contents_of;
 using blz_test::count_into;
+using blz_test::occurrences;
 using blz_test::Pool;
 using blz_test::stats_of;
+using blz_test::TempDir;
 using blz_test::wait_until_asleep;
 using blz_test::Watchdog;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// A directory of its own, removed with its files at scope exit.
-class TempDir {
-public:
-    TempDir() {
-        char name[] = "/tmp/blz-trace-test-XXXXXX";
-        if (mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
-        path_ = name;
-    }
-    ~TempDir() {
-        for (const std::string &file : files()) unlink((path_ + "/" + file).c_str());
-        rmdir(path_.c_str());
-    }
-    TempDir(const TempDir &) = delete;
-    TempDir &operator=(const TempDir &) = delete;
-
-    std::string operator/(const std::string &name) const { return path_ + "/" + name; }
-
-    std::vector<std::string> files() const {
-        std::vector<std::string> names;
-        if (DIR *dir = opendir(path_.c_str())) {
-            while (dirent *entry = readdir(dir)) {
-                const std::string name = entry->d_name;
-                if (name != "." && name != "..") names.push_back(name);
-            }
-            closedir(dir);
-        }
-        return names;
-    }
-
-private:
-    std::string path_;
-};
-
-std::string contents_of(const std::string &path) {
-    std::ifstream in(path);
-    std::stringstream text;
-    text << in.rdbuf();
-    return text.str();
-}
-
-size_t occurrences(const std::string &text, const std::string &what) {
-    size_t count = 0;
-    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
-    return count;
-}
 
 // tools/blitz-trace --check on `path` with `options`: true when it passes.
 bool trace_checks(const std::string &path, const std::string &options = "") {

@@ -14,16 +14,12 @@
 #include <catch2/catch.hpp>
 
 #include <sched.h>
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <exception>
-#include <fstream>
-#include <iterator>
 #include <limits>
 #include <mutex>
 #include <set>
@@ -34,6 +30,7 @@
 #include <vector>
 
 #include "../support.hpp"
+#include "../temp_dir.hpp"
 
 namespace {
 
@@ -666,26 +663,10 @@ TEST_CASE("pool_options::cpu_list, set_max_active, worker_stats and spawn_high_p
     CHECK(status_thrown_by([&] { blz::pool refused(bad); }) == BLZ_EINVAL);
 }
 
-namespace {
-
-std::size_t occurrences(const std::string &text, const std::string &needle) {
-    std::size_t count = 0;
-    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++count;
-    return count;
-}
-
-std::string contents_of(const std::string &path) {
-    std::ifstream in(path);
-    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
-}  // namespace
-
 TEST_CASE("pool::trace_start and trace_stop write a trace file; misuse throws", "[cpp][trace]") {
     Watchdog watchdog("cpp trace", std::chrono::seconds(120));
-    char dir[] = "/tmp/blz-cpp-trace-XXXXXX";
-    REQUIRE(mkdtemp(dir) != nullptr);
-    const std::string path = std::string(dir) + "/cpp.json";
+    const blz_test::TempDir dir;
+    const std::string path = dir / "cpp.json";
     blz::pool pool(2);
     const std::uint32_t workers = pool.num_threads();
 
@@ -698,15 +679,13 @@ TEST_CASE("pool::trace_start and trace_stop write a trace file; misuse throws", 
     for (int i = 0; i < broadcasts; ++i) pool.broadcast([](std::uint32_t) {});
     pool.trace_stop();
     CHECK(status_thrown_by([&] { pool.trace_stop(); }) == BLZ_EINVAL);  // none running
-    CHECK(status_thrown_by([&] { pool.trace_start(std::string(dir) + "/missing/x.json"); }) == BLZ_EINVAL);
+    CHECK(status_thrown_by([&] { pool.trace_start(dir / "missing/x.json"); }) == BLZ_EINVAL);
     CHECK(status_thrown_by([&] { pool.trace_start(""); }) == BLZ_EINVAL);
 
-    const std::string text = contents_of(path);
+    const std::string text = blz_test::contents_of(path);
     CHECK(text.rfind("{", 0) == 0);
-    CHECK(occurrences(text, "\"traceEvents\"") == 1);
-    const std::size_t spans = occurrences(text, "\"source\":\"broadcast\"");
+    CHECK(blz_test::occurrences(text, "\"traceEvents\"") == 1);
+    const std::size_t spans = blz_test::occurrences(text, "\"source\":\"broadcast\"");
     CHECK(spans >= workers * (broadcasts - 1));
     CHECK(spans <= workers * broadcasts);
-    unlink(path.c_str());
-    rmdir(dir);
 }
