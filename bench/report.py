@@ -561,12 +561,17 @@ def section_body(workload, cases):
     return "\n\n".join(parts)
 
 
-def storm_stats(case):
-    rows = []
+def blitz_counters(case):
+    """(workers, libblitz's summary) for each worker count whose runs have pool counters."""
     for threads in case["threads"]:
         s = impl_summary(case, threads, BLITZ)
-        if s is None or "pool_sum" not in s:
-            continue
+        if s is not None and "pool_sum" in s:
+            yield threads, s
+
+
+def storm_stats(case):
+    rows = []
+    for threads, s in blitz_counters(case):
         jobs, share = storm_jobs(s), spurious_share(s)
         rows.append([threads, fmt(pool_per(s, "wakeups", jobs)), fmt(pool_per(s, "spurious_wakeups", jobs)),
                      fmt(None if share is None else share * 100), fmt(pool_per(s, "sleeps", jobs)),
@@ -580,10 +585,7 @@ def storm_stats(case):
 def steal_line(case):
     """How many of libblitz's tasks a thief took, from its counters."""
     cells = []
-    for threads in case["threads"]:
-        s = impl_summary(case, threads, BLITZ)
-        if s is None or "pool_sum" not in s:
-            continue
+    for threads, s in blitz_counters(case):
         steals = pool_per(s, "steals", case["params"]["tasks"] * s["pool_runs"])
         cells.append(f"{fmt(steals)} on {threads} worker" + ("s" if threads > 1 else ""))
     if not cells:
