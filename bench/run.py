@@ -79,7 +79,7 @@ def full_plan():
                  Case("tree", {"depth": 24, "reps": 1}, workers, "2^24 - 1 nodes")],
         "parfor": [Case("parfor", {"op": "sum", "n": 10**7}, [1, 2], "sum of 10^7 doubles"),
                    Case("parfor", {"op": "map", "n": 10**7}, [1, 2], "map over 10^7 doubles"),
-                   Case("parfor", {"op": "sort", "n": 10**7}, [2], "quicksort of 10^7 doubles")],
+                   Case("parfor", {"op": "sort", "n": 10**7}, [1, 2], "quicksort of 10^7 doubles")],
         "uts": [Case("uts", {"depth": 10}, [2], "UTS T1 (geometric, 4130071 nodes)")],
         "spawn": [Case("spawn", {"tasks": 10**6}, [2], "10^6 tiny tasks from an outside thread")],
         # Issue 17. 1 worker: what a spawn and the task's run cost with no

@@ -8,8 +8,9 @@
 # workload (fib tree parfor uts spawn roundtrip wake idle storm, the
 # applications msort matmul bfs, or apps for all three, or the extra
 # sections rustjoin and sort) runs again; the rest of the report keeps
-# the previous figures. All of it took 9 min 16 s on the 2-vCPU machine
-# while it was busy (about 5 min of CPU time); see bench/run.py.
+# the previous figures. All of it, with node and python below, took
+# 18 min 33 s on the 2-vCPU machine on 2026-11-27 (20 min of CPU time,
+# the build included); see bench/run.py.
 #
 # NAME node is the Node binding's benchmark (issue 16,
 # bindings/node/bench/hash.mjs: CRC-32 of many buffers on libblitz, the
@@ -24,7 +25,7 @@
 # bindings/python/bench/results.txt. About 2 min. Like node, it runs alone
 # with `./dev bench python`, and after the rest in a run with no NAME.
 set -euo pipefail
-[ $# -ge 1 ] || { sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$1
 shift
