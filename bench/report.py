@@ -21,7 +21,9 @@ HOW = {
             "workers must not slow a small job down. Metric: wall ns per node.",
     "parfor": "Sum (a reduction) and map (y = 3 sqrt(x)) over 10^7 doubles: libblitz `blz_parallel_for` (automatic "
               "grain; the sum keeps one partial per worker), Rayon `par_iter().sum()` / `par_iter_mut().zip()`, "
-              "oneTBB `parallel_reduce` / `parallel_for`, OpenMP `parallel for` (with `reduction`). Quicksort: "
+              "oneTBB `parallel_reduce` / `parallel_for`, OpenMP `parallel for` (with `reduction`). The C and C++ "
+              "programs compile the kernels with `-fno-math-errno`, as Rust's `sqrt` never sets errno: with errno "
+              "gcc keeps the map's `sqrt` scalar, LLVM vectorizes it (bench/meson.build). Quicksort: "
               "the same Hoare partition everywhere, the two parts forked down to 4096 elements. Metric: wall ms.",
     "uts": "Unbalanced Tree Search T1 (-t 1 -a 3 -d 10 -b 4 -r 19: geometric, SHA-1 node states, 4130071 nodes, "
            "3305118 leaves, checked). Each node's children are split in halves by the runtime's fork-join. "
