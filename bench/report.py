@@ -246,6 +246,19 @@ def spurious_share(s):
     return ratio(s["pool_sum"]["spurious_wakeups"], s["pool_sum"]["wakeups"]) or 0.0
 
 
+def storm_figures(case):
+    """libblitz's 16-worker storm summary, its wake-ups per job and its
+    spurious share of wake-ups (None where not measured)."""
+    s16 = impl_summary(case, 16, BLITZ)
+    return s16, pool_per(s16, "wakeups", storm_jobs(s16)), spurious_share(s16)
+
+
+def pooled_value(s, group, key):
+    """A wake-latency figure over all samples of all runs (`group`:
+    "floor_pooled" for the futex floor measured in the same program)."""
+    return (s or {}).get(group, {}).get(key)
+
+
 def goals(data):
     out = []
     for n in (30, 35):
@@ -282,9 +295,7 @@ def goals(data):
     out.append(goal("Idle: 1 ms trickle at most 0.5x Rayon's CPU% at equal or better latency",
                     f"{fmt(b)}% vs {fmt(p)}% (ratio {fmt_ratio(ratio(b, p))}); p50 latency {fmt(bl)} vs "
                     f"{fmt(pl)} µs", None if cpu_ok is None or lat_ok is None else cpu_ok and lat_ok))
-    case = case_by(data, "storm")
-    s16 = impl_summary(case, 16, BLITZ)
-    wakeups, share = pool_per(s16, "wakeups", storm_jobs(s16)), spurious_share(s16)
+    s16, wakeups, share = storm_figures(case_by(data, "storm"))
     out.append(goal("Wake storm (16 workers): at most 1.0 wakeup per injected job",
                     f"{fmt(wakeups)} wakeups per job", judge(wakeups, 1.0)))
     out.append(goal("Wake storm (16 workers): spurious wakeups under 5% of wakeups",
@@ -297,8 +308,7 @@ def goals(data):
                     judge(ratio(b, p), 1.0)))
     case = case_by(data, "wake")
     s = impl_summary(case, 2, BLITZ)
-    p50 = s and s.get("pooled", {}).get("p50_us")
-    floor = s and s.get("floor_pooled", {}).get("p50_us")
+    p50, floor = pooled_value(s, "pooled", "p50_us"), pooled_value(s, "floor_pooled", "p50_us")
     out.append(goal("Wake latency p50 within 1.2x of the futex floor (same program)",
                     f"{fmt(p50)} vs {fmt(floor)} µs: {fmt_ratio(ratio(p50, floor))}x",
                     judge(ratio(p50, floor), 1.2)))
@@ -362,8 +372,8 @@ def wake_goals(case):
     out = []
     for pct, limit in (("p50", 1.2), ("p99", 2.0)):
         key = f"{pct}_us"
-        mine, floor = (s or {}).get("pooled", {}).get(key), (s or {}).get("floor_pooled", {}).get(key)
-        peers = {impl: (impl_summary(case, 2, impl) or {}).get("pooled", {}).get(key) for impl in (RAYON, TBB)}
+        mine, floor = pooled_value(s, "pooled", key), pooled_value(s, "floor_pooled", key)
+        peers = {impl: pooled_value(impl_summary(case, 2, impl), "pooled", key) for impl in (RAYON, TBB)}
         r = ratio(mine, floor)
         beats = [None if v is None or mine is None else mine < v for v in peers.values()]
         met = None if r is None or None in beats else r <= limit and all(beats)
@@ -380,8 +390,7 @@ def wake_goals(case):
 
 
 def storm_goal(case):
-    s16 = impl_summary(case, 16, BLITZ)
-    wakeups, share = pool_per(s16, "wakeups", storm_jobs(s16)), spurious_share(s16)
+    _, wakeups, share = storm_figures(case)
     met = None if wakeups is None or share is None else wakeups <= 1.0 and share < 0.05
     return goal("Wake storm, 16 workers on 2 CPUs: spurious under 5% of wake-ups, at most 1.0 wake-up per job",
                 f"{fmt(None if share is None else share * 100)}% spurious; {fmt(wakeups)} wake-ups per job", met)
@@ -673,7 +682,7 @@ def blitz_ratio(s, blitz):
 
 
 def pooled(s, group, key):
-    return fmt(s.get(group, {}).get(key))
+    return fmt(pooled_value(s, group, key))
 
 
 def on_waker_cpu(s, key):
