@@ -21,9 +21,12 @@
  * libblitz prints "libblitz: fatal: ..." on stderr and aborts the process,
  * since the pool would otherwise lose the worker's queue and wait for it
  * for ever. C++ exceptions are caught and reported as BLZ_ETASK. No
- * libblitz function is a cancellation point: a thread cancelled while it
- * waits in one (blz_pool_destroy joining the workers, say) is cancelled at
- * its next cancellation point after the call returned.
+ * libblitz function is a cancellation point: every call that could reach
+ * one (blz_pool_destroy joining the workers, a trace file being written, a
+ * wait) runs with cancellation disabled and puts the caller's state back
+ * before it returns, so a thread cancelled meanwhile is cancelled at its
+ * next cancellation point after the call returned. (As POSIX requires, a
+ * thread must not call libblitz with asynchronous cancellation enabled.)
  */
 
 #ifndef BLITZ_H
@@ -165,7 +168,14 @@ typedef struct blz_spawn_options {
 typedef struct blz_pool_config {
     /** sizeof(blz_pool_config); set by blz_pool_config_init. */
     uint32_t struct_size;
-    /** 0: BLZ_NUM_THREADS if it parses to 1..65535, else the CPUs this process may run on. */
+    /**
+     * 0: BLZ_NUM_THREADS if it parses to 1..65535, else the CPUs in the
+     * process's affinity mask. The process's mask is its main thread's
+     * (what taskset, numactl or an MPI launcher set), not the calling
+     * thread's: a pool made on a thread pinned to one CPU (a worker of a
+     * pinned pool, say) is not sized 1. Without a CPU list the workers run
+     * on the process's mask too.
+     */
     uint32_t num_threads;
     /** Bytes of stack per worker; 0: the platform's default. */
     size_t stack_size;
@@ -184,9 +194,9 @@ typedef struct blz_pool_config {
      * comma-separated CPU numbers and ranges, "0-3,8-11" (no spaces, a range
      * low-high with low <= high, a CPU may repeat). Worker i is pinned to
      * the (i mod length)-th CPU of the list. Every CPU must be in the
-     * calling thread's affinity mask (sched_getaffinity) when the pool is
-     * created. With num_threads 0 the pool has one worker per entry of the
-     * list (BLZ_NUM_THREADS is then ignored). Read only during the call.
+     * process's affinity mask (see num_threads) when the pool is created.
+     * With num_threads 0 the pool has one worker per entry of the list
+     * (BLZ_NUM_THREADS is then ignored). Read only during the call.
      */
     const char *cpu_list;
     /**
@@ -199,7 +209,13 @@ typedef struct blz_pool_config {
      * thread is worker i while run() runs: run() pins it (cpu_list), runs
      * on_thread_start, the pool's jobs until the pool is destroyed, then
      * on_thread_stop, and returns; the thread is then the embedder's again,
-     * with its cancellation state as it was. libblitz does not name such
+     * with its cancellation state and CPU mask as they were. The thread may
+     * already be a worker of another pool (run() called from one of that
+     * pool's tasks): while run() runs it is this pool's worker only (its
+     * hooks and jobs are outside that task), and when run() returns it is
+     * that pool's worker again, inside that task, exactly as before (its
+     * index, blz_cancelled, blz_fail and deadlock detection). That task
+     * holds its worker until this pool is destroyed. libblitz does not name such
      * threads or set their stacks (thread_name and stack_size are unused),
      * and a pin the platform refuses leaves the thread unpinned. If
      * spawn_thread returns non-zero (or throws), blz_pool_create returns
@@ -216,7 +232,10 @@ typedef struct blz_pool_config {
  * A snapshot of a pool's counters, filled by blz_pool_stats, or of one
  * worker's, filled by blz_worker_stats. Counters are summed over workers
  * without stopping them, so a snapshot taken while the pool runs may mix
- * moments a few nanoseconds apart.
+ * moments a few nanoseconds apart. Still, no counter or time ever
+ * decreases from one snapshot to a later one (a call that returned before
+ * the other began), and each worker is counted once in sleeping_now and
+ * inactive_now, so sleeping_now <= inactive_now <= num_threads.
  *
  * A worker's time is in three phases that add up to its life so far:
  * searching (looking for work without a job to run: between jobs, or
@@ -225,7 +244,10 @@ typedef struct blz_pool_config {
  * running (everything else: jobs, fork-join halves run inline, hooks).
  * Clocks are read only when a worker goes idle or busy, never per job.
  * Utilisation over an interval: the difference of run_ns between two
- * snapshots divided by the difference of the three sums.
+ * snapshots divided by the difference of the three sums. (To keep every
+ * time monotonic, a figure once reported is never taken back: the three
+ * times of one snapshot can add up to a few nanoseconds more than the
+ * worker's life.)
  */
 typedef struct blz_stats {
     /** Set by the caller to sizeof(blz_stats). */
@@ -339,7 +361,14 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
  * bookkeeping (about 128 bytes per worker) until blz_group_destroy, and
  * its spawns then get BLZ_ESHUTDOWN at any time.
  *
- * Any thread except the pool's own workers.
+ * The pool's own workers, inside accepted work, may still spawn, create
+ * groups, call and wait on the pool while destroy waits for that work:
+ * what they submit is accepted and run before destroy returns. Destroy
+ * lifts the cap of blz_pool_set_max_active for good when it begins, so
+ * the accepted work drains on every worker.
+ *
+ * Any thread; from one of the pool's own workers it returns BLZ_EDEADLK
+ * and changes nothing (blz_pool_release works there).
  *
  * @param pool the pool; it must not be used again once this returned BLZ_OK or BLZ_EFORK.
  * @return BLZ_OK;
@@ -418,10 +447,15 @@ BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **ou
  *         BLZ_ETASK if it ended by an exception or called blz_fail (the handle is freed);
  *         BLZ_ECANCELED if its group was cancelled before it started (0.2;
  *         it did not run; the handle is freed);
- *         BLZ_EINVAL if task is NULL;
+ *         BLZ_EINVAL if task is NULL, or if libblitz sees that the handle is
+ *         not the caller's to join: another thread is waiting for the task
+ *         right now, or it was detached (nothing changes). That is misuse
+ *         (a handle is joined once, by one thread at a time): the check is a
+ *         diagnostic that keeps a second join from freeing the task twice,
+ *         not a promise, and a handle already freed is undefined behaviour;
  *         BLZ_EDEADLK if called from inside the task itself, including from
  *         work the task is waiting for on another thread (a stolen
- *         blz_fork_join half, a blz_call); nothing changes;
+ *         blz_fork_join half, a blz_call) and from its on_done; nothing changes;
  *         BLZ_EFORK in a child forked before the task ran (the handle is freed).
  */
 BLZ_API blz_status blz_join(blz_task *task);
@@ -544,7 +578,8 @@ BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg);
  *         and no task failed (0.2; reported once: the group is reset);
  *         BLZ_EINVAL if group is NULL;
  *         BLZ_EDEADLK if called from inside one of the group's tasks, or from
- *         work such a task is waiting for on another thread (nothing changes);
+ *         work such a task is waiting for on another thread, or from the
+ *         on_done of one of its tasks (nothing changes);
  *         BLZ_EFORK in a forked child.
  */
 BLZ_API blz_status blz_group_wait(blz_group *group);
@@ -585,7 +620,14 @@ BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
  * blz_pool_destroy returns (queued tasks are still run, or skipped as
  * cancelled, while destroy drains the pool). It must not block for long: a
  * worker runs it. An exception escaping it is caught and counted in
- * tasks_failed; it changes no status. blz_fail in on_done has no effect.
+ * tasks_failed; it changes no status. on_done belongs to no task, neither
+ * to the one it reports nor to a task whose join it happens to run in:
+ * blz_cancelled() returns 0 in it, blz_fail() has no effect, and a
+ * blz_parallel_for it calls obeys no group. Waiting in it for its own
+ * task (blz_join, blz_task_wait_for) or its task's group (blz_group_wait,
+ * blz_group_wait_for, blz_group_destroy), or for a task it runs nested in,
+ * returns BLZ_EDEADLK and changes nothing: the task has not finished
+ * until on_done returned.
  *
  * Any thread.
  *
@@ -597,13 +639,19 @@ BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
  *                 options whose struct_size is at least the 0.2 layout's.
  * @param out_task NULL for a detached task, else receives the handle, to be
  *                 passed once to blz_join, or to blz_task_wait_for until it
- *                 returns something other than BLZ_ETIMEDOUT, or to blz_task_detach.
+ *                 returns something other than BLZ_ETIMEDOUT, or to
+ *                 blz_task_detach. Written before the task can start (so
+ *                 fn and on_done may read it where the caller stored it),
+ *                 and left untouched when the call fails.
  * @return BLZ_OK;
  *         BLZ_EINVAL if fn is NULL, pool and opts->group are both NULL,
  *         pool is not opts->group's pool, opts->struct_size is too small
  *         or opts->flags has an unknown bit;
  *         BLZ_ENOMEM if memory ran out;
- *         BLZ_ESHUTDOWN if pool is being (or was) destroyed;
+ *         BLZ_ESHUTDOWN if pool is being (or was) destroyed: from outside
+ *         the pool once destroy began, also through a group that outlived
+ *         its pool (pool NULL, opts->group set), and from the pool's own
+ *         workers once its accepted work is done (in on_thread_stop);
  *         BLZ_EFORK in a forked child. On every error the task will not
  *         run and on_done is not called.
  */
@@ -628,7 +676,7 @@ BLZ_API blz_status blz_spawn_ex(blz_pool *pool, blz_fn fn, void *arg, const blz_
  * @return BLZ_OK, BLZ_ETASK or BLZ_ECANCELED: the task finished with that
  *         status (the handle is freed);
  *         BLZ_ETIMEDOUT if it had not finished in time (the handle stays valid);
- *         BLZ_EINVAL if task is NULL;
+ *         BLZ_EINVAL as for blz_join (nothing changes);
  *         BLZ_EDEADLK as for blz_join (nothing changes);
  *         BLZ_EFORK as for blz_join (the handle is freed).
  */
@@ -638,13 +686,17 @@ BLZ_API blz_status blz_task_wait_for(blz_task *task, uint64_t timeout_ns);
  * Frees the handle without waiting for the task, which still runs (and
  * calls its on_done) as if it had been spawned detached. (0.2)
  *
- * Any thread, including the task itself; once per handle, instead of a join.
+ * Any thread, including the task itself; once per handle, instead of a
+ * join, and not while another thread waits for the task (a handle is used
+ * by one thread at a time).
  *
  * @param task the handle blz_spawn or blz_spawn_ex gave.
  * @return BLZ_OK (the handle must not be used again);
- *         BLZ_EINVAL if task is NULL, or if another thread is waiting for it
- *         right now (nothing changes; otherwise a handle already joined or
- *         detached is undefined behaviour, as in blz_join).
+ *         BLZ_EINVAL if task is NULL, or if libblitz sees that another
+ *         thread is waiting for the task right now (nothing changes). As in
+ *         blz_join, that is misuse caught when it is seen, not a promise:
+ *         a waiter whose bounded wait ends at that moment may be missed, and
+ *         a handle already joined or detached is undefined behaviour.
  */
 BLZ_API blz_status blz_task_detach(blz_task *task);
 
@@ -657,9 +709,15 @@ BLZ_API blz_status blz_task_detach(blz_task *task);
  * as blz_group_cancel does: fail-fast. Its wait then reports BLZ_ETASK if
  * one of its tasks failed, else BLZ_ECANCELED: a failure inside a task that
  * the task itself handled (a blz_fork_join half whose BLZ_ETASK it went
- * past) cancels the group but is not the task's failure.
+ * past) cancels the group but is not the task's failure. Work a task of
+ * the group waits for counts as the group's work wherever it runs: a
+ * failing function of a blz_call or blz_broadcast that the task makes, into
+ * its own pool or another, cancels the group too, while the call returns
+ * BLZ_ETASK to the task. An on_done and the thread hooks are no group's
+ * work.
  *
- * Any thread.
+ * Any thread. On a pool being destroyed: BLZ_ESHUTDOWN from outside, but
+ * the pool's own workers inside accepted work may still create groups.
  *
  * @param pool      the pool that will run the group's tasks.
  * @param flags     0 or BLZ_GROUP_CANCEL_ON_FAILURE; other bits: BLZ_EINVAL.
@@ -722,7 +780,10 @@ BLZ_API int32_t blz_group_cancelled(const blz_group *group);
  *
  * Any thread; cheap (a walk of a few thread-local frames and one relaxed load).
  *
- * @return 1 if so; 0 otherwise, also outside any task or in a task with no group.
+ * @return 1 if so; 0 otherwise, also outside any task, in a task with no
+ *         group, in an on_done (it belongs to no task) and in the thread
+ *         hooks (a worker runs them outside any task, also when its thread
+ *         is inside another pool's task, see spawn_thread).
  */
 BLZ_API int32_t blz_cancelled(void);
 
@@ -822,6 +883,12 @@ BLZ_API blz_status blz_pool_release(blz_pool *pool, blz_done_fn on_destroyed, vo
  * outside the runtime until other queued work runs can wait for ever when
  * n is smaller than what it needs).
  *
+ * A worker counts from the moment it can run jobs: after its
+ * on_thread_start returned, and for an embedder's thread (spawn_thread)
+ * once run() was called; until then it is not one of the n. Once
+ * blz_pool_destroy has begun the pool has no cap, and calls from its own
+ * workers change nothing.
+ *
  * Any thread, including the pool's own workers; calls may race, the last
  * one to store its cap wins.
  *
@@ -916,6 +983,8 @@ BLZ_API blz_status blz_pool_trace_start(blz_pool *pool, const char *path);
  * @return BLZ_OK;
  *         BLZ_EINVAL if pool is NULL, no trace of this pool is running, or
  *         writing the file failed (errno says why; the trace is over);
+ *         BLZ_ENOMEM if memory ran out while writing (the trace is over,
+ *         the file is unfinished);
  *         BLZ_ESHUTDOWN if called from outside once blz_pool_destroy has
  *         begun (destroy writes the file);
  *         BLZ_EFORK in a forked child.

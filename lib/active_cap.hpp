@@ -1,20 +1,29 @@
 // ActiveCap: blz_pool_set_max_active's cap on the workers that run jobs.
 //
-// A worker is *engaged* unless it sits out the cap (parked, Worker::
-// sit_out_cap). Only engaged workers take jobs while they are between
-// jobs (at the top of their loop); a worker inside a job keeps running
-// whatever its joins need, counted once, since it is engaged already. So
-// the workers running jobs are a subset of the engaged ones, and:
+// A worker is *engaged* from the moment it enters its main loop (after its
+// start hook; for an embedder's thread, once run() was called) until it
+// terminates, except while it sits out the cap (parked, Worker::
+// park_until_engaged). A worker that has not reached its loop yet cannot
+// run jobs, so it is not counted: it enters engaged only if the pool is
+// under its cap, and parks otherwise. Only engaged workers take jobs while
+// they are between jobs (at the top of their loop); a worker inside a job
+// keeps running whatever its joins need, counted once, since it is engaged
+// already. So the workers running jobs are a subset of the engaged ones, and:
 //
 //   [C1] engaged only falls by a CAS from e > cap to e - 1, so a parking
-//        worker never takes the pool below the cap, and engaged >= 1
-//        (cap >= 1) always: some worker is there to run queued work.
-//   [C2] engaged only rises by a CAS from e < cap to e + 1 (a parked
-//        worker coming back), so once the cap is lowered, engaged falls to
-//        it as engaged workers come between jobs, and never exceeds it
-//        again until it is raised.
+//        worker never takes the pool below the cap: while cap >= 1 and some
+//        worker is in its loop, one of them is engaged and will run
+//        queued work.
+//   [C2] engaged only rises by a CAS from e < cap to e + 1 (a worker
+//        entering its loop, or a parked one coming back), so once the cap
+//        is lowered, engaged falls to it as engaged workers come between
+//        jobs, and never exceeds it again until it is raised.
 //   [C3] engaged only changes at the top of a worker's loop, never on the
 //        fork-join path; the check there is two relaxed loads.
+//   [C4] destroy lifts the cap for good (lift_for_good) before it waits for
+//        the accepted work: a later set() changes nothing, so the queues
+//        drain on every worker, and work that waits outside the runtime
+//        for other queued work cannot keep destroy from returning.
 //
 // The sleep protocol (sleep.hpp) never sees parked workers: they are not
 // in its `sleeping` or `inactive` counts and its wake-ups never reach
@@ -29,39 +38,50 @@ namespace blz {
 
 class ActiveCap {
 public:
-    explicit ActiveCap(uint32_t num_workers) : workers_(num_workers), engaged_(num_workers), cap_(num_workers) {}
+    explicit ActiveCap(uint32_t num_workers) : workers_(num_workers), engaged_(0), cap_(num_workers) {}
 
-    // n workers at most; 0 or n >= the pool's size: no cap.
+    // n workers at most; 0 or n >= the pool's size: no cap. Nothing once
+    // the cap was lifted for good [C4].
     void set(uint32_t n) {
+        const uint32_t wanted = n == 0 || n > workers_ ? workers_ : n;
         // seq_cst: a parked worker's check after its fence (Worker::
-        // sit_out_cap) and the unparking after this store form a
-        // store-buffering pair: it sees the new cap or is unparked.
-        cap_.store(n == 0 || n > workers_ ? workers_ : n, std::memory_order_seq_cst);
+        // park_until_engaged) and the unparking after this store form a
+        // store-buffering pair: it sees the new cap or is unparked. A CAS,
+        // not a store: a lift for good must not be overwritten.
+        uint32_t current = cap_.load(std::memory_order_seq_cst);
+        while ((current & kLiftedForGood) == 0 &&
+               !cap_.compare_exchange_weak(current, wanted, std::memory_order_seq_cst, std::memory_order_seq_cst)) {
+        }
     }
+
+    // [C4] Destroy: no cap from now on, whatever set() is called later.
+    // seq_cst: as in set(); the caller unparks every worker after it.
+    void lift_for_good() { cap_.store(workers_ | kLiftedForGood, std::memory_order_seq_cst); }
 
     // Between jobs: whether this engaged worker should sit out. relaxed:
     // a hint that is re-checked by the CAS in try_disengage; a set() that
     // happened before (in the C++ sense) is seen by coherence.
-    bool over() const {
-        return engaged_.load(std::memory_order_relaxed) > cap_.load(std::memory_order_relaxed);
-    }
+    bool over() const { return engaged_.load(std::memory_order_relaxed) > cap(std::memory_order_relaxed); }
 
     // [C1] True when this worker left the engaged ones.
     bool try_disengage() { return step(-1); }
-    // [C2] True when this parked worker may run jobs again.
+    // [C2] True when this worker, entering its loop or parked, may run jobs.
     bool try_engage() { return step(+1); }
 
-    uint32_t engaged() const { return engaged_.load(std::memory_order_relaxed); }  // relaxed: statistics
-
 private:
+    // Above any pool size (BLZ_MAX_THREADS is 65535): marks a lift for good.
+    static constexpr uint32_t kLiftedForGood = uint32_t{1} << 31;
+
+    uint32_t cap(std::memory_order order) const { return cap_.load(order) & ~kLiftedForGood; }
+
     bool step(int direction) {
         // seq_cst CAS: part of the same store-buffering pairs as set(); a
         // weaker order would need its own argument and saves nothing here
         // (this runs at most once per park or unpark).
         uint32_t e = engaged_.load(std::memory_order_seq_cst);
         for (;;) {
-            const uint32_t cap = cap_.load(std::memory_order_seq_cst);
-            const bool allowed = direction < 0 ? e > cap : e < cap;
+            const uint32_t limit = cap(std::memory_order_seq_cst);
+            const bool allowed = direction < 0 ? e > limit : e < limit;
             if (!allowed) return false;
             if (engaged_.compare_exchange_weak(e, direction < 0 ? e - 1 : e + 1, std::memory_order_seq_cst,
                                                std::memory_order_seq_cst)) {
@@ -72,7 +92,7 @@ private:
 
     const uint32_t workers_;
     std::atomic<uint32_t> engaged_;
-    std::atomic<uint32_t> cap_;
+    std::atomic<uint32_t> cap_;  // the cap, with kLiftedForGood once destroy began
 };
 
 }  // namespace blz

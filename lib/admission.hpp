@@ -17,14 +17,21 @@
 //       is itself counted (the pool's own workers inside accepted work), so
 //       once ACTIVE reaches 0 it stays 0, and exactly one leave() sees the
 //       transition (and sets the destroyer's latch).
-//  [A2] Every queued job belongs to counted work, so when ACTIVE is 0 after
-//       CLOSED every queue is empty and the workers may stop; and no thread
-//       outside the workers still touches the pool, except holders of REFS.
+//  [A2] Every queued job belongs to counted work, except the fork-join
+//       halves of the start and stop hooks (they run as their worker but
+//       outside accepted work, blitz.h). So when ACTIVE is 0 after CLOSED,
+//       every queue is empty but for such halves, and the workers may stop:
+//       a hook's half is run by its forker, which pops it back or waits
+//       for the thief that took it, and a thief runs a job to its end
+//       before it looks at its terminate latch. And no thread outside the
+//       workers still touches the pool, except holders of REFS.
 //  [A3] The memory is freed by whoever makes the word CLOSED|DESTROYED with
 //       REFS 0: destroy itself, the last group to go, or the last pin.
 //  [A4] REFS are taken only while the pool is known to be alive: a group
-//       through acquire_ref(), which refuses once CLOSED; a pin by a thread
-//       whose waiter, a worker of this pool, cannot have returned yet.
+//       through acquire_ref(), which refuses once CLOSED unless the caller
+//       is one of the pool's workers inside accepted work (ACTIVE > 0, so
+//       destroy is still waiting); a pin by a thread whose waiter, a
+//       worker of this pool, cannot have returned yet.
 //
 // The class is a template on the synchronisation policy (sync.hpp) so that
 // the model checker runs this very code (tests/relacy: the destroy path).
@@ -68,11 +75,14 @@ public:
         return (state & (kClosed | kActiveMask)) == kClosed;
     }
 
-    // A group's hold on the memory. Refused once destroy has begun [A4].
-    blz_status acquire_ref() {
+    // A group's hold on the memory. Refused once destroy has begun [A4],
+    // except to the pool's own workers while accepted work runs (they may
+    // still add work then [A1], and destroy, which waits for that work,
+    // has not freed anything yet).
+    blz_status acquire_ref(bool own_worker) {
         uint64_t state = state_.load(std::memory_order_relaxed);  // relaxed: a count, as in enter()
         for (;;) {
-            if (state & kClosed) return BLZ_ESHUTDOWN;
+            if ((state & kClosed) && (!own_worker || active_units(state) == 0)) return BLZ_ESHUTDOWN;
             if ((state >> kRefShift) >= kGroupRefsMax) return BLZ_ENOMEM;
             if (state_.compare_exchange_weak(state, state + kOneRef, std::memory_order_relaxed,
                                              std::memory_order_relaxed)) {

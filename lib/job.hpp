@@ -38,10 +38,16 @@ struct SpawnedJob;
 // for the submitter's tasks too). Waiting for any task in this tree would
 // wait for itself. Every frame lives on a stack that cannot unwind before
 // the work it describes has finished.
+//
+// A completion frame is the task's on_done: the task has not finished yet
+// (waiting for it, its group or an enclosing task from on_done would wait
+// for itself), but on_done is no task's work: innermost_task() stops
+// there, so blz_cancelled() is 0 in it and blz_fail() cancels no group.
 struct TaskFrame {
     const SpawnedJob *task;      // nullptr in a bridge frame
     const TaskFrame *outer;      // this thread's enclosing frames
     const TaskFrame *submitter;  // bridge frames: the submitter's frames
+    bool completion = false;     // on_done of `task`
 };
 extern constinit thread_local const TaskFrame *t_task_frames __attribute__((tls_model("initial-exec")));
 

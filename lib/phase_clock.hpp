@@ -6,7 +6,18 @@
 // Readers on other threads take a consistent snapshot through a sequence
 // word (a seqlock): the owner makes it odd, writes, makes it even; a
 // reader retries until it saw the same even value before and after its
-// loads. The phase under way counts up to the reader's own clock reading.
+// loads. The phase under way counts up to the reader's own clock reading,
+// taken inside that window, so that a phase change after it makes the
+// reader retry rather than count the new phase's time as the old one's.
+//
+// What a reader reports never decreases from one snapshot to the next
+// (blitz.h: utilisation is a difference of snapshots). The window above
+// leaves a few nanoseconds of doubt (the owner reads the clock after its
+// odd store, and neither CPU orders a clock read against memory), so each
+// figure also has a floor, the largest value any reader reported, raised
+// by a CAS: a snapshot that happens after another (in the C++ sense)
+// reports at least what that one did. The Linux kernel keeps its
+// utime/stime monotonic the same way (cputime_adjust).
 //
 // Lifetime: a member of its Worker; readers (blz_worker_stats,
 // blz_pool_stats) are admitted calls, and destroy frees the workers only
@@ -17,6 +28,7 @@
 #include <cstdint>
 
 #include "deadline.hpp"
+#include "sync.hpp"
 
 namespace blz {
 
@@ -62,8 +74,16 @@ public:
 
     Phase phase_for_owner() const { return static_cast<Phase>(phase_.load(std::memory_order_relaxed)); }  // relaxed: owner's own write
 
-    // Any thread: the totals, with the phase under way counted up to now.
+    // Any thread: the totals, with the phase under way counted up to now;
+    // never less than what an earlier read() reported.
     PhaseTimes read() const {
+        PhaseTimes t = snapshot();
+        for (int i = 0; i < 3; ++i) t.ns[i] = at_least_reported(reported_[i], t.ns[i]);
+        return t;
+    }
+
+private:
+    PhaseTimes snapshot() const {
         for (;;) {
             // acquire: pairs with the owner's final release store.
             const uint32_t before = seq_.load(std::memory_order_acquire);
@@ -71,21 +91,35 @@ public:
             for (int i = 0; i < 3; ++i) t.ns[i] = ns_[i].load(std::memory_order_relaxed);  // relaxed: validated by seq_
             const uint64_t since = since_.load(std::memory_order_relaxed);              // relaxed: validated by seq_
             t.current = static_cast<Phase>(phase_.load(std::memory_order_relaxed));      // relaxed: validated by seq_
+            const uint64_t now = monotonic_now_ns();  // inside the window: validated with the rest
             // acquire fence: the loads above happen before the re-check below,
             // and pair with the owner's release fence after its odd store.
             std::atomic_thread_fence(std::memory_order_acquire);
-            if ((before & 1) != 0 || seq_.load(std::memory_order_relaxed) != before) continue;  // relaxed: after the fence
-            const uint64_t now = monotonic_now_ns();
+            // relaxed: ordered by the fence above.
+            if ((before & 1) != 0 || seq_.load(std::memory_order_relaxed) != before) continue;
             t.ns[static_cast<uint32_t>(t.current)] += now > since ? now - since : 0;
             return t;
         }
     }
 
-private:
+    // Raises `floor` to `value` if below; returns the larger. relaxed: the
+    // floor only needs its own modification order (coherence), by which a
+    // read that happens after another sees that one's raise or a later one.
+    static uint64_t at_least_reported(std::atomic<uint64_t> &floor, uint64_t value) {
+        uint64_t reported = floor.load(std::memory_order_relaxed);
+        while (reported < value &&
+               !floor.compare_exchange_weak(reported, value, std::memory_order_relaxed, std::memory_order_relaxed)) {
+        }
+        return reported > value ? reported : value;
+    }
+
     std::atomic<uint32_t> seq_{0};    // odd while the owner writes
     std::atomic<uint32_t> phase_{0};  // a Phase
     std::atomic<uint64_t> since_;     // when the phase under way began
     std::atomic<uint64_t> ns_[3] = {}; // completed phases' totals
+    // Written by readers only, on a line of their own: the owner's line
+    // stays out of the readers' CAS traffic.
+    alignas(kCacheLine) mutable std::atomic<uint64_t> reported_[3] = {};
 };
 
 }  // namespace blz

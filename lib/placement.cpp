@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <new>
 #include <sched.h>
+#include <unistd.h>
 
 namespace blz {
 
@@ -44,16 +45,23 @@ bool for_each_cpu(const char *text, Each &&each) {
 
 }  // namespace
 
-AffinityMask::AffinityMask(size_t first_cpus, bool grow) {
+bool AffinityMask::load(pid_t tid, size_t first_cpus, bool grow) {
     for (size_t cpus = first_cpus; cpus <= size_t{kMaxCpuNumber} + 1; cpus *= 2) {
         set_ = CPU_ALLOC(cpus);
-        if (set_ == nullptr) return;
+        if (set_ == nullptr) return false;
         size_ = CPU_ALLOC_SIZE(cpus);
-        if (sched_getaffinity(0, size_, set_) == 0) return;
+        if (sched_getaffinity(tid, size_, set_) == 0) return true;
         const int error = errno;
         release();
-        if (error != EINVAL || !grow) return;
+        if (error != EINVAL || !grow) return false;
     }
+    return false;
+}
+
+AffinityMask AffinityMask::of_process(size_t first_cpus, bool grow) {
+    AffinityMask mask;
+    if (!mask.load(getpid(), first_cpus, grow)) mask.load(0, first_cpus, grow);
+    return mask;
 }
 
 void AffinityMask::release() {
@@ -63,7 +71,7 @@ void AffinityMask::release() {
 }
 
 blz_status CpuList::parse(const char *text) {
-    AffinityMask mask;
+    const AffinityMask mask = AffinityMask::of_process();
     if (!mask.loaded()) return BLZ_ENOMEM;
     bool inside = true;
     uint32_t count = 0, highest = 0;

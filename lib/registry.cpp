@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <sched.h>
 
 #include "fault.hpp"
@@ -64,12 +65,36 @@ uint32_t num_threads_from_environment() {
     return static_cast<uint32_t>(value);
 }
 
-// The CPUs in this thread's affinity mask; 1 if it cannot be read.
+// The CPUs in the process's affinity mask (placement.hpp); 1 if it cannot be read.
 uint32_t cpus_in_affinity_mask() {
     const bool fixed = BLZ_FAULT_MUTANT(kFixedCpuMask);  // a cpu_set_t only, never grown
-    const uint32_t count = AffinityMask(fixed ? CPU_SETSIZE : 1024, !fixed).count();
+    const uint32_t count = AffinityMask::of_process(fixed ? CPU_SETSIZE : 1024, !fixed).count();
     return count > 0 ? count : 1;
 }
+
+// What a thread is to libblitz besides its worker: the task frames it
+// works in and its blz_fail count (job.hpp). A thread that is handed a
+// run() while it is a worker of another pool (inside one of that pool's
+// tasks) is this pool's worker only until run() returns, and then exactly
+// what it was before.
+struct ThreadRole {
+    Worker *worker;
+    const TaskFrame *frames;
+    uint32_t failures;
+
+    static ThreadRole current() { return {t_current_worker, t_task_frames, t_failures}; }
+    // The role of `worker`, fresh: outside every task, no failure pending.
+    static void become(Worker &worker) {
+        t_current_worker = &worker;
+        t_task_frames = nullptr;
+        t_failures = 0;
+    }
+    void restore() const {
+        t_current_worker = worker;
+        t_task_frames = frames;
+        t_failures = failures;
+    }
+};
 
 }  // namespace
 
@@ -171,6 +196,10 @@ blz_status Registry::start_workers(size_t stack_size) {
     if (pthread_attr_init(&attr) != 0) return BLZ_ENOMEM;
     blz_status status = BLZ_OK;
     if (stack_size != 0 && pthread_attr_setstacksize(&attr, stack_size) != 0) status = BLZ_EINVAL;
+    // Unpinned workers run on the process's CPUs, not the creating
+    // thread's (a worker of a pinned pool, say). Without the memory to read
+    // the mask they inherit the creator's.
+    if (cpu_list_.empty()) (void)AffinityMask::of_process().apply(attr);
     for (uint32_t i = 0; status == BLZ_OK && i < num_threads_; ++i) {
         if (!cpu_list_.pin(attr, i)) {
             status = BLZ_ETHREAD;  // the CPU was checked against the mask: the platform refused
@@ -216,8 +245,15 @@ void Registry::run_adopted(void *worker) {
     Registry &registry = w.registry();
     int cancel_state = PTHREAD_CANCEL_ENABLE;
     pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);  // as on libblitz's own threads
-    (void)registry.cpu_list_.pin_calling_thread(w.index());          // refused: unpinned (blitz.h)
+    // The pin is this pool's: the thread's own mask comes back when run()
+    // returns. A mask that cannot be saved (no memory) is not changed:
+    // unpinned, as for a pin the platform refuses (blitz.h).
+    std::optional<AffinityMask> own_mask;
+    if (!registry.cpu_list_.empty()) own_mask.emplace(1024, true);
+    const bool pin = own_mask && own_mask->loaded();
+    if (pin) (void)registry.cpu_list_.pin_calling_thread(w.index());
     registry.run_worker(w);
+    if (pin) (void)own_mask->apply_to_calling_thread();
     pthread_setcancelstate(cancel_state, nullptr);
     // The registry lives until the destroyer's latch is set, which only the
     // last run() to return does: the others touch nothing after their
@@ -231,7 +267,8 @@ void Registry::run_adopted(void *worker) {
 }
 
 void Registry::run_worker(Worker &worker) {
-    t_current_worker = &worker;
+    const ThreadRole before = ThreadRole::current();  // null on libblitz's own threads
+    ThreadRole::become(worker);
     if (spawn_thread_ == nullptr) {  // the embedder names the threads it starts
         // "<prefix>-<index>" in 15 bytes: the prefix gives way to the index.
         char suffix[16];
@@ -247,7 +284,7 @@ void Registry::run_worker(Worker &worker) {
     if (on_thread_start_ != nullptr) run_user_hook(on_thread_start_, worker.index());
     worker.main_loop();
     if (on_thread_stop_ != nullptr) run_user_hook(on_thread_stop_, worker.index());
-    t_current_worker = nullptr;
+    before.restore();
 }
 
 void Registry::run_user_hook(blz_thread_fn hook, uint32_t index) {
@@ -272,6 +309,8 @@ blz_status Registry::enter(uint64_t units, bool own_worker) {
 void Registry::leave(uint64_t units) {
     if (admission_.leave(units)) drained_->set();  // [A1] exactly once
 }
+
+blz_status Registry::acquire_ref() { return admission_.acquire_ref(is_own(Worker::current())); }
 
 void Registry::release_ref() {
     if (admission_.release_ref()) free_memory();
@@ -319,6 +358,10 @@ bool Registry::has_shared_jobs() const {
 }
 
 void Registry::shut_down() {
+    // [C4] No cap from here on: the accepted work drains on every worker
+    // (a parked worker checks the cap again when unparked).
+    cap_.lift_for_good();
+    for (uint32_t i = 0; i < num_threads_; ++i) workers_[i].unpark();
     Parker parker;
     Latch drained(Latch::current_thread(&parker));
     drained_ = &drained;
@@ -381,22 +424,23 @@ void Registry::destroy_in_forked_child() {
 }
 
 void Registry::fill_stats(blz_stats &stats) const {
-    Counters counters = sleep_.counters();
     Sleep<>::Stats sleep_stats = sleep_.stats();
     stats.num_threads = num_threads_;
-    stats.sleeping_now = counters.sleeping();
-    stats.inactive_now = counters.inactive();
+    stats.sleeping_now = stats.inactive_now = 0;
     stats.jobs_executed = 0;
     stats.steals = 0;
     stats.run_ns = stats.search_ns = stats.sleep_ns = 0;
     for (uint32_t i = 0; i < num_threads_; ++i) {
         stats.jobs_executed += workers_[i].jobs_executed();
         stats.steals += workers_[i].steals();
-        add_times(stats, workers_[i].phase_times());
-        // Parked workers (the cap) are blocked too, outside the sleep counters.
-        const uint32_t parked = workers_[i].parked() ? 1 : 0;
-        stats.sleeping_now += parked;
-        stats.inactive_now += parked;
+        // Each worker's phase, read with its times: counted once each,
+        // whether it sleeps in the protocol or sits out the cap, so the
+        // counts never exceed the pool (the sleep counters and the parked
+        // flags, read at different moments, could count a worker twice).
+        const PhaseTimes times = workers_[i].phase_times();
+        add_times(stats, times);
+        stats.sleeping_now += times.current == Phase::kSleeping ? 1 : 0;
+        stats.inactive_now += times.current != Phase::kRunning ? 1 : 0;
     }
     stats.jobs_injected = injector_.pushed() + urgent_injector_.pushed();
     stats.sleeps = sleep_stats.sleeps;

@@ -73,8 +73,9 @@ public:
     // the pool unless it is one of its workers or holds a ref.
     void leave(uint64_t units = 1);
 
-    // Groups keep the memory. acquire_ref refuses once destroy began.
-    blz_status acquire_ref() { return admission_.acquire_ref(); }
+    // Groups keep the memory. acquire_ref refuses once destroy began,
+    // except to the pool's own workers inside accepted work.
+    blz_status acquire_ref();
     void release_ref();
     // A thread about to wake one of this pool's workers from outside the
     // pool (Latch::set) keeps the memory until its wake-up call returned.

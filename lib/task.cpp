@@ -52,15 +52,20 @@ blz_status run_task_body(SpawnedJob *task) {
 }
 
 // on_done has nobody to report to: its exception is counted, its blz_fail
-// belongs to no job (the count is put back).
+// belongs to no job (the count is put back) and cancels no group. It runs
+// in a completion frame (job.hpp): a wait in it for its own task or group
+// returns BLZ_EDEADLK.
 void call_on_done(const SpawnedJob *task, blz_status status) {
     const uint32_t failures = t_failures;
+    TaskFrame frame{task, t_task_frames, nullptr, true};
+    t_task_frames = &frame;
     try {
         task->on_done(task->done_arg, status);
     } catch (...) {
         stop_unless_cxx_exception("an on_done callback");
         task->registry->count_task_failure();
     }
+    t_task_frames = frame.outer;
     t_failures = failures;
 }
 
@@ -196,8 +201,9 @@ void cancel_group_on_failure() {
 
 const SpawnedJob *innermost_task() {
     // A bridge frame's work is its submitter's: follow the submitter, not
-    // the thread's own enclosing frames.
+    // the thread's own enclosing frames. An on_done is no task's work.
     for (const TaskFrame *f = t_task_frames; f != nullptr; f = f->submitter) {
+        if (f->completion) return nullptr;
         if (f->task != nullptr) return f->task;
     }
     return nullptr;
@@ -237,10 +243,15 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptio
 
 namespace {
 
+enum class WaitOutcome { kFinished, kTimedOut, kMisused };
+
 // Waits on a latch put into the task's word, until the task sets it or
-// the deadline passes. False when it passed and the latch was taken back:
-// the task will never see it.
-bool wait_for_finish(SpawnedJob *task, uint64_t deadline) {
+// the deadline passes. kTimedOut when it passed and the latch was taken
+// back: the task will never see it. kMisused when the word held another
+// waiter's latch or kDetached: the handle is not this thread's to wait
+// for (blitz.h: one thread at a time, once), and freeing the task would
+// free it under that waiter or twice.
+WaitOutcome wait_for_finish(SpawnedJob *task, uint64_t deadline) {
     Parker parker;
     Latch latch(Latch::current_thread(&parker));
     Latch *expected = nullptr;
@@ -248,12 +259,12 @@ bool wait_for_finish(SpawnedJob *task, uint64_t deadline) {
     // failure, when we find kFinished) makes `status` visible.
     if (!task->joiner.compare_exchange_strong(expected, &latch, std::memory_order_acq_rel,
                                               std::memory_order_acquire)) {
-        return true;
+        return expected == kFinished ? WaitOutcome::kFinished : WaitOutcome::kMisused;
     }
     BLZ_FAULT_POINT(kWaiterInstalled, task->registry);
-    if (latch.wait_until(deadline)) return true;
+    if (latch.wait_until(deadline)) return WaitOutcome::kFinished;
     BLZ_FAULT_POINT(kTimedWaitExpired, task->registry);
-    if (BLZ_FAULT_MUTANT(kTimedWaitForgetsLatch)) return false;
+    if (BLZ_FAULT_MUTANT(kTimedWaitForgetsLatch)) return WaitOutcome::kTimedOut;
     expected = &latch;
     // acquire on failure: the task exchanged kFinished (its `status` is
     // ours) and is about to set the latch, which must outlive that set.
@@ -261,10 +272,10 @@ bool wait_for_finish(SpawnedJob *task, uint64_t deadline) {
     // the failure order; nothing is published or read then.)
     if (task->joiner.compare_exchange_strong(expected, nullptr, std::memory_order_acquire,
                                              std::memory_order_acquire)) {
-        return false;
+        return WaitOutcome::kTimedOut;
     }
     latch.wait();
-    return true;
+    return WaitOutcome::kFinished;
 }
 
 }  // namespace
@@ -278,7 +289,11 @@ blz_status join_task(SpawnedJob *task, uint64_t deadline) {
             free_task(task);  // queued or running in the parent: it never finishes here
             return BLZ_EFORK;
         }
-        if (deadline_passed(deadline) || !wait_for_finish(task, deadline)) return BLZ_ETIMEDOUT;
+        if (seen != nullptr) return BLZ_EINVAL;  // another thread waits, or it was detached (wait_for_finish)
+        if (deadline_passed(deadline)) return BLZ_ETIMEDOUT;
+        const WaitOutcome outcome = wait_for_finish(task, deadline);
+        if (outcome == WaitOutcome::kTimedOut) return BLZ_ETIMEDOUT;
+        if (outcome == WaitOutcome::kMisused) return BLZ_EINVAL;
     }
     const blz_status status = task->status;
     free_task(task);

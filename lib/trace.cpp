@@ -11,6 +11,7 @@
 #include <cinttypes>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <unordered_map>
 
 #include "deadline.hpp"
@@ -159,7 +160,6 @@ TraceBuffer *TraceSlot::detach() {
 // One trace under way: its file, its clock origin and its buffers (one per
 // worker, then one for the threads outside the pool).
 struct Tracer::Session {
-    std::string path;
     FILE *file = nullptr;
     uint64_t start_ns = 0;
     size_t capacity = 0;  // events per buffer
@@ -174,15 +174,28 @@ Tracer::Tracer(Registry &registry) : registry_(registry) {}
 
 Tracer::~Tracer() = default;
 
+// Allocation failures inside start, stop and start_from_environment are
+// bad_alloc from the standard library (strings, vectors, the JSON writer):
+// each is caught here and becomes BLZ_ENOMEM, with everything the call
+// allocated freed by the unwind, so no exception reaches the C boundary
+// and the admitted call that wraps it always leaves (blitz.h).
 blz_status Tracer::start(const char *path) {
     std::lock_guard<std::mutex> lock(control_);
     if (session_ != nullptr) return BLZ_EINVAL;
+    try {
+        return start_session(path);
+    } catch (const std::bad_alloc &) {
+        return BLZ_ENOMEM;  // nothing was attached: the slots never saw the unwound session
+    }
+}
+
+blz_status Tracer::start_session(const char *path) {
     auto session = std::make_unique<Session>();
-    session->path = path;
     session->file = std::fopen(path, "w");
-    if (session->file == nullptr) return BLZ_EINVAL;
+    if (session->file == nullptr) return errno == ENOMEM ? BLZ_ENOMEM : BLZ_EINVAL;  // fopen allocates its FILE
     const uint32_t n = registry_.num_threads();
     session->capacity = capacity_from_environment();
+    session->buffers.reserve(n + 1);
     for (uint32_t i = 0; i <= n; ++i) {
         auto buffer = std::make_unique<TraceBuffer>(session->capacity);
         if (!buffer->ok()) return BLZ_ENOMEM;
@@ -203,16 +216,25 @@ blz_status Tracer::stop() {
     for (uint32_t i = 0; i < registry_.num_threads(); ++i) registry_.worker(i).trace_slot().detach();
     outside_slot_.detach();
     std::unique_ptr<Session> session = std::move(session_);
-    return write_and_close(*session);
+    try {
+        return write_and_close(*session);
+    } catch (const std::bad_alloc &) {
+        return BLZ_ENOMEM;  // the trace is over; ~Session closes the file, unfinished
+    }
 }
 
 void Tracer::start_from_environment() {
     const char *pattern = std::getenv("BLZ_TRACE");
     if (pattern == nullptr || *pattern == '\0') return;
     const uint32_t n = g_traced_pools.fetch_add(1, std::memory_order_relaxed) + 1;  // relaxed: a numbering
-    const std::string path = expand_path(pattern, n);
-    if (start(path.c_str()) != BLZ_OK) {
-        std::fprintf(stderr, "libblitz: BLZ_TRACE: cannot trace into %s: %s\n", path.c_str(), std::strerror(errno));
+    try {
+        const std::string path = expand_path(pattern, n);
+        const blz_status status = start(path.c_str());
+        if (status == BLZ_OK) return;
+        const char *why = status == BLZ_ENOMEM ? "out of memory" : std::strerror(errno);
+        std::fprintf(stderr, "libblitz: BLZ_TRACE: cannot trace into %s: %s\n", path.c_str(), why);
+    } catch (const std::bad_alloc &) {
+        std::fprintf(stderr, "libblitz: BLZ_TRACE: cannot trace pool %u: out of memory\n", n);
     }
 }
 

@@ -139,10 +139,11 @@ public:
     ~Tracer();
 
     // BLZ_OK; BLZ_EINVAL (a trace is under way, or `path` cannot be
-    // opened for writing: errno says why); BLZ_ENOMEM.
+    // opened for writing: errno says why); BLZ_ENOMEM. Throws nothing.
     blz_status start(const char *path);
     // Writes and closes the file. BLZ_OK; BLZ_EINVAL (no trace under way,
-    // or writing failed: errno says why).
+    // or writing failed: errno says why); BLZ_ENOMEM (the trace is over,
+    // its file unfinished). Throws nothing.
     blz_status stop();
     // BLZ_TRACE: a pool starts a trace at creation. Failures go to stderr:
     // the pool is made anyway.
@@ -155,7 +156,8 @@ public:
 
 private:
     struct Session;
-    blz_status write_and_close(Session &session);
+    blz_status start_session(const char *path);  // may throw bad_alloc: start() catches it
+    blz_status write_and_close(Session &session);  // may throw bad_alloc: stop() catches it
 
     Registry &registry_;
     std::mutex control_;  // start and stop, one at a time

@@ -34,7 +34,13 @@ Worker::Worker(Registry &registry, uint32_t index)
 
 bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) { return run_until<false>(latch, deadline); }
 
-void Worker::main_loop() { run_until<true>(terminate_.core(), kNoDeadline); }
+void Worker::main_loop() {
+    // Counted against the cap from here, not from the worker's creation:
+    // before this point (its start hook, an embedder's run() not called
+    // yet) it could run no job (active_cap.hpp [C2]).
+    if (!registry_->cap().try_engage()) park_until_engaged();
+    run_until<true>(terminate_.core(), kNoDeadline);
+}
 
 template <bool kTopLevel>
 bool Worker::run_until(CoreLatch<> &latch, uint64_t deadline) {
@@ -94,8 +100,12 @@ Found Worker::search_until(CoreLatch<> &latch, uint64_t deadline) {
 }
 
 void Worker::sit_out_cap() {
+    if (!registry_->cap().try_disengage()) return;  // others left first: within the cap again ([C1])
+    park_until_engaged();
+}
+
+void Worker::park_until_engaged() {
     ActiveCap &cap = registry_->cap();
-    if (!cap.try_disengage()) return;  // others left first: within the cap again ([C1])
     enter_phase(Phase::kSleeping);
     // We may have been counted on for a shared job (woken for it, or seen
     // idle): hand it on before we stop looking (sleep.hpp).
@@ -117,7 +127,9 @@ void Worker::sit_out_cap() {
         // wake-up between our checks and this call is not lost.
         futex_wait(parked_, 1);
     }
-    parked_.store(0, std::memory_order_relaxed);  // relaxed: from here on only statistics read it
+    // relaxed: no wake-up is needed now; an unpark() that still sees 1
+    // only makes a futex call that wakes nobody.
+    parked_.store(0, std::memory_order_relaxed);
     enter_phase(Phase::kRunning);
 }
 

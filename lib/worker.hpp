@@ -191,8 +191,6 @@ public:
         if (parked_.exchange(0, std::memory_order_seq_cst) == 1) futex_wake_one(parked_);  // seq_cst: see above
     }
 
-    // Any thread: whether the worker sits out the cap right now (statistics).
-    bool parked() const { return parked_.load(std::memory_order_relaxed) != 0; }  // relaxed: a statistic
     // Any thread: where the worker's time went (phase_clock.hpp).
     PhaseTimes phase_times() const { return clock_.read(); }
 
@@ -264,9 +262,11 @@ private:
     // latch is set, the deadline passes or (top level) the pool is over its cap.
     template <bool kTopLevel>
     Found search_until(CoreLatch<> &latch, uint64_t deadline);
-    // Top level, over the cap: parks until the cap lets this worker run
-    // again or the pool terminates, running only its mail meanwhile.
+    // Top level, over the cap: leaves the engaged workers and parks.
     void sit_out_cap();
+    // Not engaged: parks until the cap lets this worker run again or the
+    // pool terminates, running only its mail meanwhile.
+    void park_until_engaged();
     // Parked: runs one job of this worker's mail, if one is linked yet.
     void run_mail();
 

@@ -370,7 +370,7 @@ struct DuringDestroy {
     std::atomic<bool> release{false};
     // Statuses of what the running task submits while destroy waits for it.
     blz_status spawn_detached = 99, spawn_handle = 99, join = 99, group_spawn = 99, call = 99, fork_join = 99,
-               parallel_for = 99;
+               parallel_for = 99, group_create = 99, new_group_spawn = 99, new_group_destroy = 99;
     std::atomic<int> inner_ran{0};
 };
 
@@ -392,6 +392,12 @@ void blocking_task(void *arg) {
     d->call = blz_call(d->pool, inner_count, d);
     d->fork_join = blz_fork_join(d->pool, inner_count, d, inner_count, d);
     d->parallel_for = blz_parallel_for(d->pool, 0, 10, 1, inner_count_range, d);
+    // A group of its own, made now: accepted like its spawns (blitz.h).
+    blz_group *mine = nullptr;
+    d->group_create = blz_group_create(d->pool, &mine);
+    if (d->group_create != BLZ_OK) return;
+    d->new_group_spawn = blz_group_spawn(mine, inner_count, d);
+    d->new_group_destroy = blz_group_destroy(mine);
 }
 
 }  // namespace
@@ -469,7 +475,7 @@ TEST_CASE("work from outside is refused while the pool is destroyed; the workers
     CHECK(destroy_status == BLZ_OK);
 
     // What the running task submitted during destroy was accepted and ran
-    // before destroy returned: 1 + 1 + 1 (group) + 1 + 2 + 10.
+    // before destroy returned: 1 + 1 + 1 (group) + 1 + 2 + 10 + 1 (its own group).
     CHECK(d.spawn_detached == BLZ_OK);
     CHECK(d.spawn_handle == BLZ_OK);
     CHECK(d.join == BLZ_OK);
@@ -477,16 +483,26 @@ TEST_CASE("work from outside is refused while the pool is destroyed; the workers
     CHECK(d.call == BLZ_OK);
     CHECK(d.fork_join == BLZ_OK);
     CHECK(d.parallel_for == BLZ_OK);
-    CHECK(d.inner_ran.load() == 16);
+    CHECK(d.group_create == BLZ_OK);
+    CHECK(d.new_group_spawn == BLZ_OK);
+    CHECK(d.new_group_destroy == BLZ_OK);
+    CHECK(d.inner_ran.load() == 17);
     CHECK(accepted_ran.load() == accepted);
     CHECK(g_must_not_run.load() == 0);
 
     // The task handle outlives the pool.
     CHECK(blz_join(blocker) == BLZ_OK);
 
-    // The still-alive group: its task ran, new spawns are refused, it frees.
+    // The still-alive group: its task ran, new spawns are refused (also
+    // through blz_spawn_ex with the group and no pool), it frees.
     CHECK(blz_group_wait(d.group) == BLZ_OK);
     CHECK(blz_group_spawn(d.group, must_not_run, nullptr) == BLZ_ESHUTDOWN);
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.group = d.group;
+    task = sentinel<blz_task>();
+    CHECK(blz_spawn_ex(nullptr, must_not_run, nullptr, &opts, &task) == BLZ_ESHUTDOWN);
+    CHECK(task == sentinel<blz_task>());
     CHECK(blz_group_destroy(d.group) == BLZ_OK);
     CHECK(g_must_not_run.load() == 0);
 }

@@ -19,7 +19,9 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support.hpp"
@@ -255,4 +257,146 @@ TEST_CASE("blz_pool_release with the embedder's threads calls on_destroyed after
     CHECK(done.stops_seen.load() == 2);
     embedder.join();
     CHECK(embedder.runs_returned.load() == 2);
+}
+
+// ---------------------------------------------------------------------------
+// A thread that is already a worker of one pool (P2) may be handed another
+// pool's run() (blitz.h: "another thread"). While run() runs it is P1's
+// worker only; when run() returns it is P2's worker again, exactly as
+// before: its index, its task frames (what blz_cancelled and deadlock
+// detection see), its failure count and its CPU mask.
+
+namespace {
+
+// An embedder that keeps the runs it is handed, for a thread of the
+// test's choosing to call.
+struct HeldRuns {
+    std::vector<std::pair<blz_fn, void *>> runs;
+    static int spawn(void *user, uint32_t, blz_fn run, void *run_arg) {
+        static_cast<HeldRuns *>(user)->runs.emplace_back(run, run_arg);
+        return 0;
+    }
+};
+
+std::vector<int> allowed_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    std::vector<int> cpus;
+    if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+        if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
+    }
+    return cpus;
+}
+
+// What P2's task saw before, during (in P1's hook and job) and after P1's run().
+struct NestedRun {
+    blz_pool *outer = nullptr;  // P2
+    blz_pool *inner = nullptr;  // P1, made by the test's thread
+    blz_group *group = nullptr;
+    std::pair<blz_fn, void *> run{nullptr, nullptr};
+    bool fail_in_hook = false;
+    std::atomic<bool> run_entered{false};
+    std::atomic<int32_t> index_before{-9}, index_after{-9}, inner_index_inside{-9};
+    std::atomic<int32_t> outer_index_inside{-9};
+    std::atomic<int32_t> cancelled_in_hook{-9}, cancelled_in_inner_job{-9}, cancelled_after{-9};
+    std::atomic<bool> mask_restored{false};
+    std::atomic<blz_status> fork_join_after{99};
+
+    static void on_start(void *user, uint32_t) {
+        auto *n = static_cast<NestedRun *>(user);
+        n->cancelled_in_hook.store(blz_cancelled());
+        if (n->fail_in_hook) blz_fail();  // outside any job: must change nothing
+        n->run_entered.store(true);
+    }
+
+    static void inner_job(void *self) {
+        auto *n = static_cast<NestedRun *>(self);
+        n->inner_index_inside.store(blz_worker_index(n->inner));
+        n->outer_index_inside.store(blz_worker_index(n->outer));
+        n->cancelled_in_inner_job.store(blz_cancelled());
+    }
+
+    static void task(void *self) {
+        auto *n = static_cast<NestedRun *>(self);
+        n->index_before.store(blz_worker_index(n->outer));
+        blz_group_cancel(n->group);  // this task's group: P1's work must not see it
+        cpu_set_t before, after;
+        CPU_ZERO(&before);
+        CPU_ZERO(&after);
+        sched_getaffinity(0, sizeof(before), &before);
+        n->run.first(n->run.second);  // P1's worker until P1 is destroyed
+        sched_getaffinity(0, sizeof(after), &after);
+        n->mask_restored.store(CPU_EQUAL(&before, &after));
+        n->index_after.store(blz_worker_index(n->outer));
+        n->cancelled_after.store(blz_cancelled());
+        // Only if the worker is itself again: otherwise this would inject
+        // into P2 and wait for P2's only worker, which is this thread.
+        if (n->index_after.load() == 0) {
+            std::atomic<int> halves{0};
+            n->fork_join_after.store(
+                blz_fork_join(n->outer, blz_test::count_into, &halves, blz_test::count_into, &halves));
+            if (halves.load() != 2) n->fork_join_after.store(98);
+        }
+    }
+};
+
+// P2 (one worker) runs a task of a group that calls P1's run(); P1 is
+// pinned to one CPU when the machine gives the process more than one.
+void run_nested(NestedRun &n) {
+    blz_test::Pool outer(1);
+    n.outer = outer;
+    HeldRuns held;
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 1;
+    config.spawn_thread = &HeldRuns::spawn;
+    config.spawn_user = &held;
+    config.on_thread_start = &NestedRun::on_start;
+    config.user = &n;
+    const std::vector<int> cpus = allowed_cpus();
+    const std::string pin = cpus.empty() ? "" : std::to_string(cpus.front());
+    if (cpus.size() > 1) config.cpu_list = pin.c_str();
+    REQUIRE(blz_pool_create(&config, &n.inner) == BLZ_OK);
+    REQUIRE(held.runs.size() == 1);
+    n.run = held.runs.front();
+    REQUIRE(blz_group_create(outer, &n.group) == BLZ_OK);
+
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.group = n.group;
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(outer, &NestedRun::task, &n, &opts, &task) == BLZ_OK);
+    REQUIRE(eventually([&] { return n.run_entered.load(); }));
+    CHECK(blz_call(n.inner, &NestedRun::inner_job, &n) == BLZ_OK);
+    CHECK(blz_pool_destroy(n.inner) == BLZ_OK);  // run() returns into P2's task
+    CHECK(blz_join(task) == BLZ_OK);
+    CHECK(blz_group_destroy(n.group) == BLZ_ECANCELED);
+}
+
+}  // namespace
+
+TEST_CASE("a worker of another pool that calls run() is that worker again when run() returns", "[api][adopt]") {
+    Watchdog watchdog("nested run()", seconds(120));
+    NestedRun n;
+    run_nested(n);
+    CHECK(n.index_before.load() == 0);
+    // Inside run(): P1's worker 0, no worker of P2, and outside P2's task.
+    CHECK(n.inner_index_inside.load() == 0);
+    CHECK(n.outer_index_inside.load() == -1);
+    CHECK(n.cancelled_in_hook.load() == 0);
+    CHECK(n.cancelled_in_inner_job.load() == 0);
+    // After run(): P2's worker 0 again, inside its cancelled task, unpinned as before.
+    CHECK(n.index_after.load() == 0);
+    CHECK(n.cancelled_after.load() == 1);
+    CHECK(n.mask_restored.load());
+    CHECK(n.fork_join_after.load() == BLZ_OK);
+}
+
+TEST_CASE("a blz_fail in a hook of a nested run() belongs to no job of the outer pool", "[api][adopt]") {
+    Watchdog watchdog("nested run() failure count", seconds(120));
+    NestedRun n;
+    n.fail_in_hook = true;
+    run_nested(n);  // the task's join must be BLZ_OK
+    CHECK(n.index_after.load() == 0);
 }

@@ -847,6 +847,114 @@ TEST_CASE("blz_fail in on_done has no effect", "[api][v02][on_done][fail]") {
     CHECK(stats_of(single).tasks_failed == 0);
 }
 
+// on_done belongs to no task: not to the task it reports, and not to a
+// task whose join it happens to run nested in. So blz_cancelled() is 0 in
+// it and blz_fail() changes nothing, even when it runs inside the join of a
+// task whose group is cancelled or cancels on failure. Here the nesting is
+// forced: on a pool of one worker, the outer task's blz_join runs the inner
+// task (and then its on_done) inline.
+
+namespace {
+
+struct NestedDone {
+    blz_pool *pool = nullptr;
+    blz_group *outer_group = nullptr;
+    bool cancel_outer_first = false;  // the outer task cancels its own group first
+    std::atomic<int32_t> cancelled_in_done{-9};
+    std::atomic<int> done_calls{0};
+    std::atomic<blz_status> inner_join{99};
+
+    static void inner(void *) {}
+    static void on_done(void *arg, blz_status) {
+        auto *n = static_cast<NestedDone *>(arg);
+        n->cancelled_in_done.store(blz_cancelled());
+        blz_fail();
+        n->done_calls.fetch_add(1);
+    }
+    static void outer(void *arg) {
+        auto *n = static_cast<NestedDone *>(arg);
+        if (n->cancel_outer_first) blz_group_cancel(n->outer_group);
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        opts.on_done = &NestedDone::on_done;
+        opts.done_arg = n;
+        blz_task *task = nullptr;
+        if (blz_spawn_ex(n->pool, &NestedDone::inner, nullptr, &opts, &task) != BLZ_OK) return;
+        n->inner_join.store(blz_join(task));  // runs the inner task here: the only worker
+    }
+};
+
+}  // namespace
+
+TEST_CASE("on_done nested in another task's join: blz_fail in it cancels nobody and blz_cancelled is 0",
+          "[api][v02][on_done][fail]") {
+    Watchdog watchdog("on_done nested in a join", seconds(60));
+    const bool cancel_outer_first = GENERATE(false, true);
+    INFO((cancel_outer_first ? "the outer task cancels its group first" : "the outer group cancels on failure"));
+    Pool pool(1);
+    NestedDone n;
+    n.pool = pool;
+    n.cancel_outer_first = cancel_outer_first;
+    REQUIRE(blz_group_create_ex(pool, BLZ_GROUP_CANCEL_ON_FAILURE, &n.outer_group) == BLZ_OK);
+    REQUIRE(blz_group_spawn(n.outer_group, &NestedDone::outer, &n) == BLZ_OK);
+    const blz_status outer = blz_group_wait(n.outer_group);
+    CHECK(outer == (cancel_outer_first ? BLZ_ECANCELED : BLZ_OK));
+    CHECK(blz_group_destroy(n.outer_group) == BLZ_OK);
+    CHECK(n.inner_join.load() == BLZ_OK);
+    CHECK(n.done_calls.load() == 1);
+    CHECK(n.cancelled_in_done.load() == 0);
+    CHECK(settled_tasks_failed(pool, 0) == 0);
+}
+
+// on_done runs before its task counts as finished: a wait in it for that
+// task, or for its group, would wait for itself. It returns BLZ_EDEADLK
+// and changes nothing (the handle stays valid, the group is not reset).
+
+namespace {
+
+struct DoneWaitsForItself {
+    Gate gate;                          // the task waits here until its handle is stored
+    std::atomic<blz_task *> handle{nullptr};
+    blz_group *group = nullptr;
+    std::atomic<blz_status> bounded_join{99}, bounded_group{99}, join{99}, group_wait{99};
+
+    static void on_done(void *arg, blz_status) {
+        auto *w = static_cast<DoneWaitsForItself *>(arg);
+        // Bounded first: on code that does not see the deadlock they time out instead of hanging.
+        w->bounded_join.store(blz_task_wait_for(w->handle.load(), 100'000'000));
+        w->bounded_group.store(blz_group_wait_for(w->group, 100'000'000));
+        if (w->bounded_join.load() != BLZ_EDEADLK || w->bounded_group.load() != BLZ_EDEADLK) return;
+        w->join.store(blz_join(w->handle.load()));
+        w->group_wait.store(blz_group_wait(w->group));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("on_done waiting for its own task or group returns BLZ_EDEADLK", "[api][v02][on_done]") {
+    Watchdog watchdog("on_done waits for itself", seconds(60));
+    Pool pool(2);
+    DoneWaitsForItself w;
+    OpenOnExit open{w.gate};
+    REQUIRE(blz_group_create(pool, &w.group) == BLZ_OK);
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.group = w.group;
+    opts.on_done = &DoneWaitsForItself::on_done;
+    opts.done_arg = &w;
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, gate_fn, &w.gate, &opts, &task) == BLZ_OK);
+    w.handle.store(task);
+    w.gate.release();
+    CHECK(blz_group_wait(w.group) == BLZ_OK);
+    CHECK(w.bounded_join.load() == BLZ_EDEADLK);
+    CHECK(w.bounded_group.load() == BLZ_EDEADLK);
+    CHECK(w.join.load() == BLZ_EDEADLK);
+    CHECK(w.group_wait.load() == BLZ_EDEADLK);
+    CHECK(blz_join(task) == BLZ_OK);  // the handle survived the refused waits
+    CHECK(blz_group_destroy(w.group) == BLZ_OK);
+}
+
 // ===========================================================================
 // blz_task_wait_for
 
@@ -1325,11 +1433,37 @@ TEST_CASE("a task detaches its own handle; it still ends and calls on_done", "[a
     CHECK(bad_done == 0);
 }
 
-TEST_CASE("blz_task_detach while another thread waits for the task returns EINVAL and changes nothing",
+// A handle is used by one thread at a time. A second thread that detaches,
+// joins or waits for a task another thread is waiting for is misuse; when
+// libblitz sees the first waiter's latch in the task's word it refuses with
+// BLZ_EINVAL and changes nothing (a join that went on would free the task
+// under the first waiter: a double free).
+enum class Intruder { kDetach, kJoin, kWaitFor };
+
+const char *name_of(Intruder i) {
+    switch (i) {
+        case Intruder::kDetach: return "then blz_task_detach";
+        case Intruder::kJoin: return "then blz_join";
+        case Intruder::kWaitFor: return "then blz_task_wait_for(60 s)";
+    }
+    return "?";
+}
+
+blz_status intrude(Intruder intruder, blz_task *task) {
+    switch (intruder) {
+        case Intruder::kDetach: return blz_task_detach(task);
+        case Intruder::kJoin: return blz_join(task);
+        case Intruder::kWaitFor: return blz_task_wait_for(task, kMinute);
+    }
+    return 99;
+}
+
+TEST_CASE("a second thread that detaches or joins or waits for a task another thread waits for gets EINVAL",
           "[api][v02][detach]") {
-    Watchdog watchdog("detach while waited for", seconds(60));
+    Watchdog watchdog("second caller while waited for", seconds(60));
     const Waiter waiter = GENERATE(Waiter::kJoin, Waiter::kWaitForever, Waiter::kWaitFor);
-    INFO(name_of(waiter));
+    const Intruder intruder = GENERATE(Intruder::kDetach, Intruder::kJoin, Intruder::kWaitFor);
+    INFO(name_of(waiter) << ", " << name_of(intruder));
     Pool pool(2);
     blz_pool *p = pool;
     Gate gate;
@@ -1383,13 +1517,13 @@ TEST_CASE("blz_task_detach while another thread waits for the task returns EINVA
     REQUIRE(probe.gate.wait_entered());
     CHECK(probe.worker.load() == ctx.worker.load());  // the probe runs inside the waiter's wait
 
-    CHECK(blz_task_detach(task) == BLZ_EINVAL);
+    CHECK(intrude(intruder, task) == BLZ_EINVAL);
 
     probe.gate.release();
     gate.release();
     CHECK(blz_join(waiter_task) == BLZ_OK);
     CHECK(ctx.spawned.load() == BLZ_OK);
-    CHECK(ctx.waited.load() == BLZ_OK);  // the refused detach changed nothing
+    CHECK(ctx.waited.load() == BLZ_OK);  // the refused call changed nothing
     check_rec(r, BLZ_OK, true);
 }
 

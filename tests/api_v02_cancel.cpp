@@ -549,6 +549,70 @@ TEST_CASE("BLZ_GROUP_CANCEL_ON_FAILURE: a failing fork-join half of a group task
     CHECK(blz_group_destroy(group) == BLZ_OK);
 }
 
+// A failure in work that a fail-fast group's task waits for is a failure of
+// the group's work (blitz.h): a blz_call or blz_broadcast it makes, into
+// its own pool or another, cancels the group at once, while the call
+// returns BLZ_ETASK to the task, which may go past it (then the task itself
+// did not fail, and the wait reports BLZ_ECANCELED).
+
+namespace {
+
+enum class Via { kCallOwn, kCallOther, kBroadcastOwn, kBroadcastOther };
+
+const char *name_of(Via via) {
+    switch (via) {
+        case Via::kCallOwn: return "blz_call into its own pool";
+        case Via::kCallOther: return "blz_call into another pool";
+        case Via::kBroadcastOwn: return "blz_broadcast on its own pool";
+        case Via::kBroadcastOther: return "blz_broadcast on another pool";
+    }
+    return "?";
+}
+
+struct FailVia {
+    blz_pool *own = nullptr;
+    blz_pool *other = nullptr;
+    blz_group *group = nullptr;
+    Via via = Via::kCallOwn;
+    std::atomic<blz_status> call{99};
+    std::atomic<int32_t> cancelled_after{-9};
+
+    static void fail_on_worker(void *, uint32_t) { blz_fail(); }
+    static void task(void *arg) {
+        auto *f = static_cast<FailVia *>(arg);
+        blz_status status = 99;
+        switch (f->via) {
+            case Via::kCallOwn: status = blz_call(f->own, fail_fn, nullptr); break;
+            case Via::kCallOther: status = blz_call(f->other, fail_fn, nullptr); break;
+            case Via::kBroadcastOwn: status = blz_broadcast(f->own, &FailVia::fail_on_worker, nullptr); break;
+            case Via::kBroadcastOther: status = blz_broadcast(f->other, &FailVia::fail_on_worker, nullptr); break;
+        }
+        f->call.store(status);
+        f->cancelled_after.store(blz_group_cancelled(f->group));
+    }
+};
+
+}  // namespace
+
+TEST_CASE("BLZ_GROUP_CANCEL_ON_FAILURE: a failing blz_call or blz_broadcast made by a group task cancels the group",
+          "[api][v02][group][fail_fast]") {
+    Watchdog watchdog("fail-fast through calls", seconds(60));
+    const Via via = GENERATE(Via::kCallOwn, Via::kCallOther, Via::kBroadcastOwn, Via::kBroadcastOther);
+    INFO(name_of(via));
+    Pool own(2);
+    Pool other(2);
+    FailVia f;
+    f.own = own;
+    f.other = other;
+    f.via = via;
+    REQUIRE(blz_group_create_ex(own, BLZ_GROUP_CANCEL_ON_FAILURE, &f.group) == BLZ_OK);
+    REQUIRE(blz_group_spawn(f.group, &FailVia::task, &f) == BLZ_OK);
+    CHECK(blz_group_wait(f.group) == BLZ_ECANCELED);
+    CHECK(f.call.load() == BLZ_ETASK);
+    CHECK(f.cancelled_after.load() == 1);
+    CHECK(blz_group_destroy(f.group) == BLZ_OK);
+}
+
 // ===========================================================================
 // A cancel racing spawns and starts
 

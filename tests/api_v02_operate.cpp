@@ -9,6 +9,7 @@
 // states, under a watchdog.
 #include <catch2/catch.hpp>
 
+#include <pthread.h>
 #include <sched.h>
 
 #include <atomic>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support.hpp"
@@ -135,7 +137,7 @@ TEST_CASE("cpu_list pins worker i to the i-th CPU of the list, cycling", "[place
         CHECK(affinities_of(pool).of_worker[0] == std::vector<int>{mine.front()});
         CHECK(blz_pool_destroy(pool) == BLZ_OK);
     }
-    SECTION("no list: workers keep the creator's mask") {
+    SECTION("no list: workers run on the process's CPUs (the main thread's mask)") {
         Pool pool(2);
         Affinities a = affinities_of(pool);
         for (const auto &cpus : a.of_worker) CHECK(cpus == mine);
@@ -167,6 +169,60 @@ TEST_CASE("cpu_list pins worker i to the i-th CPU of the list, cycling", "[place
         for (const auto &cpus : affinities_of(pool).of_worker) CHECK(cpus == mine);
         CHECK(blz_pool_destroy(pool) == BLZ_OK);
     }
+}
+
+// A thread pinned to one CPU (a worker of a pinned pool, say) that makes a
+// pool with the defaults or releases one: the pool is sized by the CPUs
+// the process may run on, its unpinned workers run on all of them, and so
+// does the thread a release starts. "The process's mask" is its main
+// thread's (what taskset, numactl and MPI launchers set), read here by the
+// test's main thread.
+namespace {
+
+struct ReleaseAffinity {
+    std::atomic<bool> done{false};
+    std::vector<int> cpus;
+    static void on_destroyed(void *arg, blz_status) {
+        auto *r = static_cast<ReleaseAffinity *>(arg);
+        r->cpus = affinity_of_this_thread();
+        r->done.store(true);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a pool made or released on a pinned thread uses the process's CPUs and not that thread's",
+          "[placement]") {
+    Watchdog watchdog("placement from a pinned thread", seconds(120));
+    const std::vector<int> process = affinity_of_this_thread();  // the main thread's
+    REQUIRE(!process.empty());
+    if (process.size() < 2) {
+        WARN("one CPU in the process's mask: nothing to tell apart");
+        return;
+    }
+    unsetenv("BLZ_NUM_THREADS");
+    unsetenv("BLZ_CPU_LIST");
+    uint32_t workers = 0;
+    Affinities worker_masks;
+    ReleaseAffinity released;
+    std::thread pinned([&] {  // no Catch2 assertion off the main thread
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(process.front(), &one);
+        if (pthread_setaffinity_np(pthread_self(), sizeof(one), &one) != 0) return;
+        blz_pool *pool = nullptr;
+        if (blz_pool_create(nullptr, &pool) != BLZ_OK) return;
+        workers = blz_pool_num_threads(pool);
+        worker_masks.of_worker.resize(workers);
+        if (blz_broadcast(pool, read_affinity, &worker_masks) != BLZ_OK) worker_masks.of_worker.clear();
+        if (blz_pool_release(pool, &ReleaseAffinity::on_destroyed, &released) != BLZ_OK) blz_pool_destroy(pool);
+    });
+    pinned.join();
+    CHECK(workers == process.size());
+    REQUIRE(worker_masks.of_worker.size() == workers);
+    for (const auto &cpus : worker_masks.of_worker) CHECK(cpus == process);
+    REQUIRE(eventually([&] { return released.done.load(); }));
+    CHECK(released.cpus == process);
 }
 
 // The first CPU number that is not in the mask (there is one below 4096).
@@ -369,6 +425,146 @@ TEST_CASE("blz_pool_set_max_active refuses bad input", "[cap][bad_input]") {
     CHECK(blz_pool_set_max_active(pool, 0) == BLZ_OK);
 }
 
+// The cap counts only workers that can run jobs: a worker still in its
+// start hook, or one whose embedder has not called run() yet, is not one
+// of the n. With cap 1, the one running worker must take the task.
+
+namespace {
+
+struct HeldRun {
+    std::vector<std::pair<blz_fn, void *>> runs;
+    static int spawn(void *user, uint32_t index, blz_fn run, void *run_arg) {
+        auto *self = static_cast<HeldRun *>(user);
+        if (index == 0) {
+            std::thread(run, run_arg).detach();  // worker 0 runs at once; the pool outlives it (destroy waits)
+        } else {
+            self->runs.emplace_back(run, run_arg);
+        }
+        return 0;
+    }
+};
+
+void gate_in_hook(void *gate, uint32_t index) {
+    if (index == 1) static_cast<Gate *>(gate)->pass();
+}
+
+constexpr uint64_t kPatientNs = 5'000'000'000;  // far longer than any task here needs
+
+}  // namespace
+
+TEST_CASE("the cap does not count a worker whose embedder has not called run() yet", "[cap]") {
+    Watchdog watchdog("cap with a late run()", seconds(120));
+    HeldRun held;
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 2;
+    config.spawn_thread = &HeldRun::spawn;
+    config.spawn_user = &held;
+    blz_pool *pool = nullptr;
+    REQUIRE(blz_pool_create(&config, &pool) == BLZ_OK);
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
+    std::atomic<int> ran{0};
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn(pool, blz_test::count_into, &ran, &task) == BLZ_OK);
+    const blz_status waited = blz_task_wait_for(task, kPatientNs);
+    CHECK(waited == BLZ_OK);
+    std::thread late(held.runs.at(0).first, held.runs.at(0).second);
+    if (waited == BLZ_ETIMEDOUT) CHECK(blz_join(task) == BLZ_OK);
+    CHECK(ran.load() == 1);
+    CHECK(blz_pool_destroy(pool) == BLZ_OK);
+    late.join();
+}
+
+TEST_CASE("the cap does not count a worker still in its start hook", "[cap]") {
+    Watchdog watchdog("cap with a slow start hook", seconds(120));
+    Gate gate;
+    OpenOnExit open{gate};
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 2;
+    config.on_thread_start = gate_in_hook;
+    config.user = &gate;
+    blz_pool *pool = nullptr;
+    REQUIRE(blz_pool_create(&config, &pool) == BLZ_OK);
+    REQUIRE(gate.wait_entered());
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
+    std::atomic<int> ran{0};
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn(pool, blz_test::count_into, &ran, &task) == BLZ_OK);
+    const blz_status waited = blz_task_wait_for(task, kPatientNs);
+    CHECK(waited == BLZ_OK);
+    gate.release();
+    if (waited == BLZ_ETIMEDOUT) CHECK(blz_join(task) == BLZ_OK);
+    CHECK(ran.load() == 1);
+    CHECK(blz_pool_destroy(pool) == BLZ_OK);
+}
+
+// Destroy lifts the cap (blitz.h): the queued work drains on every
+// worker, and a task that waits outside the runtime for work it queued
+// does not keep destroy from returning.
+
+namespace {
+
+// Two tasks that each wait (at most kPatientNs) for the other to run at
+// the same time: under cap 1 they cannot, until destroy lifts the cap.
+struct Meeting {
+    std::atomic<int> arrived{0};
+    std::atomic<int> met{0};
+    static void task(void *self) {
+        auto *m = static_cast<Meeting *>(self);
+        m->arrived.fetch_add(1);
+        const bool both = eventually([m] { return m->arrived.load() >= 2; }, seconds(kPatientNs / 1'000'000'000));
+        if (both) m->met.fetch_add(1);
+    }
+};
+
+// A task that spawns a child into its own pool and waits for it outside
+// the runtime (a spin, not a join): under cap 1 the child can only run on
+// another worker, once destroy lifted the cap.
+struct WaitsForChild {
+    blz_pool *pool = nullptr;
+    std::atomic<bool> child_ran{false};
+    std::atomic<int> outcome{0};  // 1: the child ran in time, -1: it did not
+    static void child(void *self) { static_cast<WaitsForChild *>(self)->child_ran.store(true); }
+    static void task(void *self) {
+        auto *w = static_cast<WaitsForChild *>(self);
+        if (blz_spawn(w->pool, &WaitsForChild::child, w, nullptr) != BLZ_OK) {
+            w->outcome.store(-2);
+            return;
+        }
+        const bool ran = eventually([w] { return w->child_ran.load(); }, seconds(kPatientNs / 1'000'000'000));
+        w->outcome.store(ran ? 1 : -1);
+    }
+};
+
+}  // namespace
+
+TEST_CASE("destroy lifts the cap: queued tasks drain on every worker", "[cap]") {
+    Watchdog watchdog("destroy lifts the cap", seconds(120));
+    Pool pool(4);
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
+    REQUIRE(wait_until_asleep(pool, milliseconds(60000)));
+    Meeting meeting;
+    REQUIRE(blz_spawn(pool, &Meeting::task, &meeting, nullptr) == BLZ_OK);
+    REQUIRE(blz_spawn(pool, &Meeting::task, &meeting, nullptr) == BLZ_OK);
+    REQUIRE(eventually([&] { return meeting.arrived.load() >= 1; }));
+    CHECK(pool.destroy() == BLZ_OK);
+    CHECK(meeting.met.load() == 2);
+}
+
+TEST_CASE("destroy lifts the cap: a task waiting outside the runtime for its child lets destroy return",
+          "[cap]") {
+    Watchdog watchdog("destroy lifts the cap for a waiting task", seconds(120));
+    Pool pool(2);
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
+    REQUIRE(wait_until_asleep(pool, milliseconds(60000)));  // one worker sits out the cap
+    WaitsForChild waits;
+    waits.pool = pool;
+    REQUIRE(blz_spawn(pool, &WaitsForChild::task, &waits, nullptr) == BLZ_OK);
+    CHECK(pool.destroy() == BLZ_OK);
+    CHECK(waits.outcome.load() == 1);
+}
+
 // ---- priorities ----
 
 struct OrderLog {
@@ -519,6 +715,60 @@ TEST_CASE("blz_worker_stats refuses bad input", "[stats][bad_input]") {
     stats.struct_size = sizeof(stats);
     CHECK(blz_worker_stats(pool, 1, &stats) == BLZ_OK);
     CHECK(blz_pool_stats(pool, nullptr) == BLZ_EINVAL);
+}
+
+// Snapshots taken while workers change phase all the time (tiny tasks
+// from outside, the cap lowered and lifted): each worker's three times
+// never decrease from one snapshot to the next, and the pool's counts of
+// sleeping and inactive workers never exceed its size. A time limit, not
+// a count: sanitizer builds take several times longer per snapshot.
+TEST_CASE("statistics never go backwards and counts stay within the pool", "[stats]") {
+    Watchdog watchdog("monotonic statistics", seconds(240));
+    const uint32_t workers = 2;
+    Pool pool(workers);
+    std::atomic<bool> stop{false};
+    std::thread churn([&] {
+        std::atomic<int> counter{0};
+        for (uint32_t round = 0; !stop.load(); ++round) {
+            for (int i = 0; i < 20; ++i) (void)blz_spawn(pool, blz_test::count_into, &counter, nullptr);
+            (void)blz_pool_set_max_active(pool, round % 2 == 0 ? 1 : 0);
+            std::this_thread::sleep_for(std::chrono::microseconds(round % 7 == 0 ? 200 : 5));
+        }
+        (void)blz_pool_set_max_active(pool, 0);
+    });
+    uint64_t snapshots = 0, decreases = 0, over_size = 0;
+    uint64_t last[workers][3] = {};
+    uint64_t last_pool[3] = {};
+    constexpr uint64_t blz_stats::*kTimes[3] = {&blz_stats::run_ns, &blz_stats::search_ns, &blz_stats::sleep_ns};
+    const auto until = std::chrono::steady_clock::now() + seconds(4);
+    while (std::chrono::steady_clock::now() < until && snapshots < 20'000'000) {
+        for (uint32_t w = 0; w < workers; ++w) {
+            blz_stats one;
+            one.struct_size = sizeof(one);
+            if (blz_worker_stats(pool, w, &one) != BLZ_OK) continue;
+            for (int f = 0; f < 3; ++f) {
+                decreases += one.*kTimes[f] < last[w][f];
+                last[w][f] = one.*kTimes[f];
+            }
+            over_size += one.sleeping_now > one.inactive_now || one.inactive_now > 1;
+            ++snapshots;
+        }
+        blz_stats all;
+        all.struct_size = sizeof(all);
+        if (blz_pool_stats(pool, &all) != BLZ_OK) continue;
+        for (int f = 0; f < 3; ++f) {
+            decreases += all.*kTimes[f] < last_pool[f];
+            last_pool[f] = all.*kTimes[f];
+        }
+        over_size += all.sleeping_now > all.inactive_now || all.inactive_now > all.num_threads;
+        ++snapshots;
+    }
+    stop.store(true);
+    churn.join();
+    INFO(snapshots << " snapshots");
+    CHECK(snapshots > 10'000);
+    CHECK(decreases == 0);
+    CHECK(over_size == 0);
 }
 
 }  // namespace

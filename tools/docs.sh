@@ -67,21 +67,36 @@ fi
 # Links in the Markdown pages to files of the tree are right on GitHub, but
 # doxygen leaves them as they are: a link to a public header
 # ([include/blitz.h](include/blitz.h) in README.md) is pointed at the
-# header's page, a link to any other file or directory of the tree at that
-# file, relative to the HTML. A link is resolved from its page's directory
-# in the tree: docs/ for the pages of docs/*.md (md_docs_*.html), the top
-# for README.md and the headers. A relative link that resolves to nothing,
-# in the HTML or in the tree, fails the build (doxygen does not check links
-# in Markdown pages).
+# header's page; any other file or directory of the tree (an image, the
+# Promela model, the raw benchmark runs) is copied into the HTML, under
+# tree/ with its path in the tree, and linked there, so that the HTML is
+# whole wherever it is copied (the libblitz-doc package ships only this
+# directory: before 0.2.1 two of its links and its pictures pointed into
+# the source tree). A link is resolved from its page's directory in the
+# tree: docs/ for the pages of docs/*.md (md_docs_*.html), the top for
+# README.md and the headers. A relative link that resolves to nothing, in
+# the HTML or in the tree, or that leaves the HTML, fails the build
+# (doxygen does not check links in Markdown pages).
 python3 - "$out/html" "$src" <<'EOF'
-import os, re, sys
-html, src = sys.argv[1], sys.argv[2]
+import os, re, shutil, sys
+html, src = os.path.realpath(sys.argv[1]), os.path.realpath(sys.argv[2])
 link = re.compile(r'(href|src)="([^"]*)"')
 
 def page_of(path):
     # Doxygen's file page: "_" -> "__", "." -> "_8" (CASE_SENSE_NAMES = YES).
     name = os.path.basename(path).replace("_", "__").replace(".", "_8") + ".html"
     return name if os.path.isfile(os.path.join(html, name)) else None
+
+def copy_into_html(in_src):
+    # The file (or directory) at tree/<its path in the tree>.
+    copy = os.path.join(html, "tree", os.path.relpath(in_src, src))
+    if not os.path.exists(copy):
+        os.makedirs(os.path.dirname(copy), exist_ok=True)
+        (shutil.copytree if os.path.isdir(in_src) else shutil.copyfile)(in_src, copy)
+    return copy
+
+def inside_html(root, file):
+    return os.path.realpath(os.path.join(root, file)).startswith(html + os.sep)
 
 broken = []
 for root, _, files in os.walk(html):
@@ -95,17 +110,16 @@ for root, _, files in os.walk(html):
             if re.match(r"^([a-z]+:|#|$)", target):
                 return m.group(0)
             file = target.split("#")[0].split("?")[0]
-            if os.path.exists(os.path.join(root, file)):
+            if os.path.exists(os.path.join(root, file)) and inside_html(root, file):
                 return m.group(0)
             page_dir = os.path.join(src, "docs") if f.startswith("md_docs_") else src
             in_src = os.path.normpath(os.path.join(page_dir, file))
+            if not os.path.exists(in_src):  # doxygen may have made it relative to the HTML
+                in_src = os.path.normpath(os.path.join(root, file))
             if in_src.startswith(src + os.sep) and os.path.exists(in_src):
                 page = page_of(in_src) if os.path.relpath(in_src, src).startswith("include" + os.sep) else None
-                if page:  # a public header: its documentation page
-                    return '%s="%s"' % (m.group(1), os.path.relpath(os.path.join(html, page), root))
-                # Another file or directory of the tree (examples/, lib/...):
-                # a relative link to it, for reading the HTML in place.
-                return '%s="%s"' % (m.group(1), os.path.relpath(in_src, root))
+                target = os.path.join(html, page) if page else copy_into_html(in_src)
+                return '%s="%s"' % (m.group(1), os.path.relpath(target, root))
             broken.append("%s: %s" % (os.path.relpath(path, html), target))
             return m.group(0)
         new = link.sub(fix, text)

@@ -78,6 +78,29 @@ for p in "${packages[@]}"; do
     [ "$field" = "${multi_arch[$p]}" ] || fail "$p: Multi-Arch '$field', expected ${multi_arch[$p]}"
     echo "    $p: $(xargs <<<"${contents[$p]}") (Multi-Arch: $field)"
 done
+# The API reference is whole where the package puts it: every relative
+# link and picture of its pages resolves to a file the package holds
+# (issue 27: two links pointed into the source tree, which the package
+# does not contain, and dh_compress renames what it compresses).
+mkdir "$tmp/doc"
+dpkg-deb -x "${deb[libblitz-doc]}" "$tmp/doc"
+python3 - "$tmp/doc/usr/share/doc/libblitz-dev/html" <<'EOF' || fail "libblitz-doc links to files it does not hold (above)"
+import os, re, sys
+html = os.path.realpath(sys.argv[1])
+missing = set()
+for root, _, files in os.walk(html):
+    for f in (f for f in files if f.endswith(".html")):
+        for target in re.findall(r'(?:href|src)="([^"]*)"', open(os.path.join(root, f), encoding="utf-8").read()):
+            if re.match(r"^([a-z]+:|#|$)", target):
+                continue
+            path = os.path.realpath(os.path.join(root, target.split("#")[0].split("?")[0]))
+            if not path.startswith(html + os.sep) or not os.path.exists(path):
+                missing.add("%s: %s" % (f, target))
+for m in sorted(missing):
+    print("    missing: " + m)
+sys.exit(1 if missing else 0)
+EOF
+echo "    libblitz-doc: every relative link of its HTML resolves inside the package"
 # Every symbol of the map, with the version of its node; dpkg-gensymbols
 # checked the library against them during the build.
 dpkg-deb -I "${deb[libblitz0]}" symbols > "$tmp/symbols"

@@ -126,9 +126,16 @@ impl ThreadBuilder {
 
     /// Runs the worker on the calling thread: its start handler, the
     /// pool's jobs until the pool has ended, its exit handler; then returns.
+    ///
+    /// The calling thread may be a worker of another pool (this is called
+    /// from one of its jobs): while this runs it is this pool's worker
+    /// only, and when it returns it is that pool's worker again, with its
+    /// index, as libblitz restores its own state (blitz.h, `spawn_thread`).
     pub fn run(self) {
+        let outer = crate::registry::save_current();
         // SAFETY: called once (self is consumed), as blz_pool_config.spawn_thread requires.
         unsafe { (self.run.run)(self.run.arg) }
+        crate::registry::restore_current(outer);
     }
 }
 
@@ -255,15 +262,22 @@ impl ThreadPoolBuilder {
     /// returned: anything `wrapper` borrows outlives them.
     ///
     /// As with every [spawn handler](ThreadPoolBuilder::spawn_handler), the
-    /// pool's work runs on libblitz's own workers, not on the threads that
-    /// call `wrapper`: what `wrapper` sets up around `ThreadBuilder::run`
-    /// (a scoped thread-local) is not seen by that work.
+    /// thread that calls `wrapper` is the pool's worker while
+    /// `ThreadBuilder::run` runs on it (libblitz's `spawn_thread`): the
+    /// pool's work runs on these threads, so what `wrapper` sets up around
+    /// `run` (a scoped thread-local) is seen by that work.
     ///
     /// ```
-    /// let total = blitz::ThreadPoolBuilder::new()
-    ///     .num_threads(2)
-    ///     .build_scoped(|thread| thread.run(), |pool| pool.install(|| blitz::join(|| 1, || 2)))?;
+    /// thread_local!(static TAG: std::cell::Cell<u32> = const { std::cell::Cell::new(0) });
+    /// let (total, tags) = blitz::ThreadPoolBuilder::new().num_threads(2).build_scoped(
+    ///     |thread| {
+    ///         TAG.with(|t| t.set(7));
+    ///         thread.run()
+    ///     },
+    ///     |pool| (pool.install(|| blitz::join(|| 1, || 2)), pool.broadcast(|_| TAG.with(|t| t.get()))),
+    /// )?;
     /// assert_eq!(total, (1, 2));
+    /// assert_eq!(tags, [7, 7]);
     /// # Ok::<(), blitz::ThreadPoolBuildError>(())
     /// ```
     pub fn build_scoped<W, F, R>(self, wrapper: W, with_pool: F) -> Result<R, ThreadPoolBuildError>

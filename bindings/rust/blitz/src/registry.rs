@@ -276,6 +276,18 @@ thread_local! {
     static CURRENT: Cell<(*const Registry, usize)> = const { Cell::new((ptr::null(), 0)) };
 }
 
+/// The calling thread's worker identity, to put back after it served
+/// another pool as that pool's worker (`ThreadBuilder::run` inside a job):
+/// the inner pool's `on_thread_stop` leaves it cleared.
+pub(crate) fn save_current() -> (*const Registry, usize) {
+    CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0))
+}
+
+/// Puts back what `save_current` returned.
+pub(crate) fn restore_current(saved: (*const Registry, usize)) {
+    let _ = CURRENT.try_with(|c| c.set(saved));
+}
+
 /// What a worker knows of itself.
 #[derive(Clone, Copy)]
 pub(crate) struct WorkerRef {

@@ -867,6 +867,47 @@ fn a_spawn_handler_gets_each_worker_and_run_lasts_as_long_as_the_pool() {
     assert_eq!(returned.load(Ordering::SeqCst), 3);
 }
 
+// A worker of pool A that runs pool B's `ThreadBuilder::run` from one of
+// A's jobs is B's worker while it runs, and A's worker again, with its
+// index, when it returns: A's spawned work still finds its pool there
+// (issue 27: it used to abort with "detached work ran outside a worker of
+// its pool").
+#[test]
+fn a_worker_that_runs_another_pools_thread_builder_is_itself_again_after() {
+    let _w = Watchdog::new("nested ThreadBuilder::run", 120);
+    let outer = ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let (send, receive) = mpsc::channel();
+    let inner = ThreadPoolBuilder::new()
+        .num_threads(1)
+        .spawn_handler(move |thread| {
+            send.send(thread).unwrap();
+            Ok(())
+        })
+        .build()
+        .unwrap();
+    let thread = receive.recv().unwrap();
+    let (indices, spawned) = outer.install(move || {
+        let before = blitz::current_thread_index();
+        let closer = thread::spawn(move || {
+            let inside = inner.install(|| (blitz::current_thread_index(), inner.current_thread_index()));
+            drop(inner); // run() below returns once the inner pool has ended
+            inside
+        });
+        thread.run();
+        let after = blitz::current_thread_index();
+        let spawned = Arc::new(AtomicUsize::new(0));
+        let counter = spawned.clone();
+        blitz::scope(|s| {
+            s.spawn(move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+            })
+        });
+        ((before, closer.join().unwrap(), after), spawned.load(Ordering::SeqCst))
+    });
+    assert_eq!(indices, (Some(0), (Some(0), Some(0)), Some(0)));
+    assert_eq!(spawned, 1);
+}
+
 #[test]
 fn a_failing_spawn_handler_fails_the_build() {
     let _w = Watchdog::new("spawn handler error", 120);
