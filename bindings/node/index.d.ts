@@ -1,6 +1,10 @@
 // Type declarations of the libblitz Node.js package (index.js).
 
-/** Memory a native function or kernel reads or writes in place. */
+/**
+ * Memory a native function or kernel reads or writes: a view of a
+ * SharedArrayBuffer in place (zero-copy, shared while the kernel runs);
+ * anything else through the call's own copy, written back when it settles.
+ */
 export type Bytes = ArrayBufferView | ArrayBuffer;
 
 /** The blz_status names a failed call carries as `code`. */
@@ -8,11 +12,16 @@ export type BlitzStatusName =
   | 'BLZ_EINVAL' | 'BLZ_ENOMEM' | 'BLZ_ETHREAD' | 'BLZ_ESHUTDOWN' | 'BLZ_EDEADLK'
   | 'BLZ_ETASK' | 'BLZ_EFORK' | 'BLZ_ETIMEDOUT' | 'BLZ_ECANCELED';
 
-/** The Error a failed call rejects with: a task called blz_fail ('BLZ_ETASK'), the pool is closed ('BLZ_ESHUTDOWN'), ... */
+/**
+ * The Error a failed call rejects with: a task called blz_fail ('BLZ_ETASK'),
+ * the pool is closed ('BLZ_ESHUTDOWN'), ...; or 'ERR_BLITZ_DETACHED' (no
+ * `status`): the buffer its copy was to be written back into was detached
+ * or shrunk before the call settled.
+ */
 export interface BlitzError extends Error {
-  code: BlitzStatusName;
-  /** The numeric blz_status (negative). */
-  status: number;
+  code: BlitzStatusName | 'ERR_BLITZ_DETACHED';
+  /** The numeric blz_status (negative); absent with 'ERR_BLITZ_DETACHED'. */
+  status?: number;
 }
 
 /** What an aborted call rejects with, as Node's own APIs do. */

@@ -115,16 +115,12 @@ function isBytes(v) {
 }
 
 /*
- * Node-API cannot stop a buffer from shrinking under the native code: a
- * resizable ArrayBuffer can be resized down (its tail decommitted) while a
- * kernel reads it. Growable SharedArrayBuffers only grow, which is safe.
+ * An early, friendly TypeError only. What memory a kernel uses is decided
+ * in src/addon.c, from the values it reads itself, once each: a program
+ * can make these checks see something else (a getter, a shadowed property).
  */
 function checkBytes(v, what) {
   if (!isBytes(v)) throw typeError(`${what} must be a Buffer, TypedArray, DataView or ArrayBuffer`);
-  const ab = v instanceof ArrayBuffer ? v : v.buffer;
-  if (ab instanceof ArrayBuffer && ab.resizable === true) {
-    throw typeError(`${what} is backed by a resizable ArrayBuffer, which could shrink while native code uses it`);
-  }
 }
 
 function checkArg(arg) {
@@ -158,6 +154,42 @@ function checkFunction(fn, kind, method) {
 }
 
 /*
+ * The pending calls of each signal, behind one 'abort' listener however
+ * many calls share the signal (a listener per call would pass
+ * EventTarget's limit of 10 and print MaxListenersExceededWarning).
+ * AbortSignal -> {tokens: Set of the calls' cancel tokens, onAbort}.
+ */
+const signalCalls = new WeakMap();
+
+function follow(signal, token) {
+  let entry = signalCalls.get(signal);
+  if (entry === undefined) {
+    const tokens = new Set();
+    const onAbort = () => {
+      // A later call on this signal (one dispatched 'abort' by hand) starts a new entry.
+      signalCalls.delete(signal);
+      for (const t of tokens) {
+        t.aborted = true;
+        native.cancel(t);
+      }
+    };
+    entry = { tokens, onAbort };
+    signalCalls.set(signal, entry);
+    signal.addEventListener('abort', onAbort, { once: true });
+  }
+  entry.tokens.add(token);
+  return entry;
+}
+
+function unfollow(signal, entry, token) {
+  entry.tokens.delete(token);
+  if (entry.tokens.size === 0 && signalCalls.get(signal) === entry) {
+    signalCalls.delete(signal);
+    signal.removeEventListener('abort', entry.onAbort);
+  }
+}
+
+/*
  * Starts a native call with a cancel token when a signal is given. The
  * returned promise settles only once the native work has stopped: a call
  * aborted while it runs rejects with AbortError after its kernel returned,
@@ -166,23 +198,29 @@ function checkFunction(fn, kind, method) {
 function withSignal(signal, start) {
   if (signal === undefined) return start(undefined);
   if (signal.aborted) return Promise.reject(abortError(signal));
-  const token = {};
-  let aborted = false;
-  const onAbort = () => {
-    aborted = true;
-    native.cancel(token);
+  const token = { aborted: false };
+  const entry = follow(signal, token);
+  let promise;
+  try {
+    promise = start(token);
+  } catch (error) {
+    unfollow(signal, entry, token);
+    throw error;
+  }
+  // Aborted while the call was being made (by a getter of its arguments),
+  // before the addon took the token: cancel now that it has.
+  if (token.aborted) native.cancel(token);
+  const settled = () => {
+    unfollow(signal, entry, token);
+    return token.aborted;
   };
-  const promise = start(token);
-  signal.addEventListener('abort', onAbort, { once: true });
   return promise.then(
     (value) => {
-      signal.removeEventListener('abort', onAbort);
-      if (aborted) throw abortError(signal);
+      if (settled()) throw abortError(signal);
       return value;
     },
     (error) => {
-      signal.removeEventListener('abort', onAbort);
-      if (aborted) throw abortError(signal);
+      if (settled()) throw abortError(signal);
       throw error;
     });
 }
@@ -216,6 +254,12 @@ class Pool {
     return this.#closed;
   }
 
+  // A closed pool answers BLZ_ESHUTDOWN (from the addon), even to a call
+  // whose signal is already aborted.
+  #start(signal, start) {
+    return this.#closed ? start(undefined) : withSignal(signal, start);
+  }
+
   /**
    * Runs fn(pointer to arg's bytes, or NULL) once on a worker. Resolves to
    * arg when fn returned; rejects with code 'BLZ_ETASK' if fn called blz_fail.
@@ -224,7 +268,7 @@ class Pool {
     const handle = checkFunction(fn, 'task', 'run');
     checkArg(arg);
     const signal = checkSignal(checkOptions(options).signal);
-    return withSignal(signal, (token) => native.run(this.#handle, handle, arg, token));
+    return this.#start(signal, (token) => native.run(this.#handle, handle, arg, token));
   }
 
   /**
@@ -242,7 +286,7 @@ class Pool {
     const opts = checkOptions(options);
     const grain = opts.grain === undefined ? 0 : checkIndex(opts.grain, 'options.grain');
     const signal = checkSignal(opts.signal);
-    return withSignal(signal, (token) => native.parallelFor(this.#handle, begin, end, grain, handle, arg, token));
+    return this.#start(signal, (token) => native.parallelFor(this.#handle, begin, end, grain, handle, arg, token));
   }
 
   /** The CRC-32 (IEEE, as zlib.crc32) of each buffer, computed in parallel. */
@@ -250,7 +294,7 @@ class Pool {
     if (!Array.isArray(buffers)) throw typeError('buffers must be an array');
     buffers.forEach((b, i) => checkBytes(b, `buffers[${i}]`));
     const signal = checkSignal(checkOptions(options).signal);
-    return withSignal(signal, (token) => native.crc32(this.#handle, buffers, token));
+    return this.#start(signal, (token) => native.crc32(this.#handle, buffers, token));
   }
 
   /**
@@ -262,7 +306,7 @@ class Pool {
     if (!(array instanceof Float64Array)) throw typeError('sort needs a Float64Array');
     checkBytes(array, 'array');
     const signal = checkSignal(checkOptions(options).signal);
-    return withSignal(signal, (token) => native.sort(this.#handle, array, token));
+    return this.#start(signal, (token) => native.sort(this.#handle, array, token));
   }
 
   /**
@@ -300,7 +344,7 @@ class Pool {
     }
     const grain = opts.grain === undefined ? 0 : checkIndex(opts.grain, 'options.grain');
     const signal = checkSignal(opts.signal);
-    return withSignal(signal, (token) => native.map(this.#handle, input, output, code, mul, add, grain, token));
+    return this.#start(signal, (token) => native.map(this.#handle, input, output, code, mul, add, grain, token));
   }
 
   /** A snapshot of the pool's counters; throws 'BLZ_ESHUTDOWN' once closed. */

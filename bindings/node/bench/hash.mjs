@@ -8,7 +8,9 @@
  *    on each pool, 1 and 2 workers:
  *      - libblitz, one pool.crc32 call for all buffers (one promise, one
  *        task whose blz_parallel_for hashes a buffer per piece), and one
- *        call per buffer (a promise each);
+ *        call per buffer (a promise each); the buffers are views of a
+ *        SharedArrayBuffer, which the addon hashes in place, and again
+ *        plain buffers, which it copies for the call (the cost of copying);
  *      - Node's libuv threadpool (UV_THREADPOOL_SIZE = workers), one
  *        napi_async_work per buffer (what an addon does without
  *        libblitz), with one promise for all buffers or one per buffer;
@@ -101,11 +103,15 @@ async function measureHash(cfg) {
   const expected = buffers.map((b) => blitz.crc32Sync(b));
   let run;
   let cleanup = async () => {};
-  if (cfg.impl === 'blitz-one-call' || cfg.impl === 'blitz-per-buffer') {
+  if (cfg.impl.startsWith('blitz-one-call') || cfg.impl.startsWith('blitz-per-buffer')) {
+    // '-plain': the same bytes in plain ArrayBuffers, which the addon
+    // copies for the call (src/addon.c, take_bytes); the others are views
+    // of a SharedArrayBuffer, used in place.
+    const inputs = cfg.impl.endsWith('-plain') ? buffers.map((b) => new Uint8Array(b)) : buffers;
     const pool = new blitz.Pool({ threads: cfg.workers });
-    run = cfg.impl === 'blitz-one-call'
-      ? () => pool.crc32(buffers)
-      : () => Promise.all(buffers.map((b) => pool.crc32([b]))).then((r) => r.flat());
+    run = cfg.impl.startsWith('blitz-one-call')
+      ? () => pool.crc32(inputs)
+      : () => Promise.all(inputs.map((b) => pool.crc32([b]))).then((r) => r.flat());
     cleanup = () => pool.close();
   } else if (cfg.impl === 'libuv-one-call') {
     run = () => blitz.libuv.crc32(buffers);
@@ -207,8 +213,8 @@ const hashCases = opts.quick
   ? [{ name: '256 buffers of 16 KiB', count: 256, size: 16 << 10, reps: 1 }]
   : [{ name: '4096 buffers of 64 KiB (256 MiB)', count: 4096, size: 64 << 10, reps: 2 },
      { name: '65536 buffers of 1 KiB (64 MiB)', count: 65536, size: 1 << 10, reps: 2 }];
-const pooled = ['blitz-one-call', 'libuv-one-call', 'blitz-per-buffer', 'libuv-per-buffer', 'worker_threads',
-  'crypto-sha256'];
+const pooled = ['blitz-one-call', 'blitz-one-call-plain', 'libuv-one-call', 'blitz-per-buffer', 'blitz-per-buffer-plain',
+  'libuv-per-buffer', 'worker_threads', 'crypto-sha256'];
 const latencyCalls = opts.quick ? 200 : 5000;
 
 const configs = [];
@@ -275,6 +281,8 @@ const rows = configs.map((cfg) => {
 });
 
 const label = { 'blitz-one-call': 'libblitz, 1 call (1 task, parallelFor over the buffers)',
+  'blitz-one-call-plain': 'the same, plain (non-shared) buffers: copied for the call',
+  'blitz-per-buffer-plain': 'the same, plain (non-shared) buffers: copied for the call',
   'libuv-one-call': 'libuv pool, 1 call (1 napi_async_work per buffer)',
   'blitz-per-buffer': 'libblitz, 1 call (promise) per buffer', 'libuv-per-buffer': 'libuv pool, 1 call (promise) per buffer',
   worker_threads: 'worker_threads (shared memory, static split)',

@@ -6,7 +6,9 @@
  * running node and the first libblitz it finds:
  *
  *   1. BLITZ_LIB_DIR (the directory of libblitz.so; headers from
- *      BLITZ_INCLUDE_DIR, <lib>/../include, or a checkout's include/ above it),
+ *      BLITZ_INCLUDE_DIR, <lib>/../include, a checkout's include/ above it,
+ *      or, for a meson build directory, the include/ of the source tree its
+ *      meson-info names: meson setup /elsewhere/build puts nothing else near it),
  *   2. pkg-config blitz (an installed libblitz),
  *   3. the build/ directory of the libblitz checkout this package comes
  *      from (found also when npm copied the package: --install-links).
@@ -59,6 +61,25 @@ function sourceDirs() {
   return dirs;
 }
 
+/*
+ * The source tree of the meson build directory that holds `dir`, as its
+ * meson-info/meson-info.json records it (directories.source), or null.
+ */
+function mesonSourceDir(dir) {
+  for (let d = path.resolve(dir); ; d = path.dirname(d)) {
+    const info = path.join(d, 'meson-info', 'meson-info.json');
+    if (fs.existsSync(info)) {
+      try {
+        const source = JSON.parse(fs.readFileSync(info, 'utf8')).directories?.source;
+        return typeof source === 'string' ? source : null;
+      } catch {
+        return null;
+      }
+    }
+    if (path.dirname(d) === d) return null;
+  }
+}
+
 function pkgConfig(args) {
   try {
     return execFileSync('pkg-config', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
@@ -72,22 +93,30 @@ function findLibblitz() {
   if (env) {
     const lib = path.resolve(env);
     if (!hasLib(lib)) fail(`BLITZ_LIB_DIR=${env} holds no libblitz.so`);
-    const candidates = [process.env.BLITZ_INCLUDE_DIR, path.join(lib, '..', 'include')];
     const checkout = checkoutAbove(lib);
-    if (checkout) candidates.push(path.join(checkout, 'include'));
-    const include = candidates.find(hasHeader);
-    if (!include) fail(`no blitz.h for BLITZ_LIB_DIR=${env}: set BLITZ_INCLUDE_DIR`);
-    return { lib, cflags: ['-I', path.resolve(include)], how: 'BLITZ_LIB_DIR' };
+    const source = mesonSourceDir(lib);
+    // [directory, how it was found], in order of preference
+    const candidates = [
+      [process.env.BLITZ_INCLUDE_DIR, 'BLITZ_INCLUDE_DIR'],
+      [path.join(lib, '..', 'include'), '<lib>/../include'],
+      [checkout && path.join(checkout, 'include'), `the checkout ${checkout}`],
+      [source && path.join(source, 'include'), `meson's source directory ${source}`],
+    ];
+    const found = candidates.find(([dir]) => hasHeader(dir));
+    if (!found) fail(`no blitz.h for BLITZ_LIB_DIR=${env}: set BLITZ_INCLUDE_DIR`);
+    const include = path.resolve(found[0]);
+    return { lib, cflags: ['-I', include], how: 'BLITZ_LIB_DIR', header: `blitz.h from ${found[1]}` };
   }
   if (pkgConfig(['--exists', 'blitz']) !== null) {
     const lib = pkgConfig(['--variable=libdir', 'blitz']);
     const cflags = (pkgConfig(['--cflags', 'blitz']) || '').split(/\s+/).filter(Boolean);
-    if (hasLib(lib)) return { lib, cflags, how: 'pkg-config blitz' };
+    if (hasLib(lib)) return { lib, cflags, how: 'pkg-config blitz', header: 'blitz.h by pkg-config' };
   }
   for (const dir of sourceDirs()) {
     const checkout = checkoutAbove(dir);
     if (checkout && hasLib(path.join(checkout, 'build'))) {
-      return { lib: path.join(checkout, 'build'), cflags: ['-I', path.join(checkout, 'include')], how: `the checkout ${checkout}` };
+      return { lib: path.join(checkout, 'build'), cflags: ['-I', path.join(checkout, 'include')],
+               how: `the checkout ${checkout}`, header: 'blitz.h from the checkout' };
     }
   }
   fail('libblitz not found: set BLITZ_LIB_DIR to the directory of libblitz.so, install it (pkg-config blitz), ' +
@@ -129,7 +158,7 @@ function main() {
     fail(`${cc} failed (${error.message}); the command was: ${cc} ${args.join(' ')}`);
   }
   console.log(`libblitz: built ${path.relative(process.cwd(), out) || out} against libblitz in ${blitz.lib} ` +
-              `(${blitz.how}), Node-API headers in ${nodeInclude}`);
+              `(${blitz.how}), ${blitz.header}, Node-API headers in ${nodeInclude}`);
 }
 
 main();

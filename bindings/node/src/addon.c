@@ -35,19 +35,28 @@
  *    returned). From blz_spawn_ex's BLZ_OK until on_done has unlocked the
  *    pool's lock, the worker side may touch it; the loop thread does not
  *    free it before taking it out of the done list under that lock.
- *  - The memory of Buffers and TypedArrays a call reads or writes: a napi
- *    reference (strength 1) to a private JS array that holds every object
- *    the call uses, deleted when the promise settles. Until then the
- *    garbage collector keeps them and their backing stores. (Node-API
- *    cannot stop a program from detaching, i.e. transferring, an
- *    ArrayBuffer: index.js rejects resizable ones, and the documentation
- *    forbids transferring a buffer a pending call uses.)
+ *  - The memory a kernel reads or writes (call_memory, take_bytes): never
+ *    memory JavaScript can take away. Node-API cannot stop a program from
+ *    detaching an ArrayBuffer (a transfer hands its memory to a new owner,
+ *    which may free it at once) or shrinking a resizable one, so such bytes
+ *    are copied into memory the call owns (malloc), on the loop thread,
+ *    right after the addon itself read the argument and before any
+ *    JavaScript can run again; the copy is freed with the call, after
+ *    on_done, and written back into what the argument holds at settle
+ *    time, if it still has the room. A SharedArrayBuffer cannot be
+ *    detached or shrunk: its bytes are used in place, and a napi reference
+ *    to the buffer (not to a view, whose .buffer a program can shadow)
+ *    keeps them alive until the call is freed.
+ *  - The objects a call answers with (its result, the pool's handle, the
+ *    cancel token): each held by a napi reference of its own, never through
+ *    a JS array, whose element stores a setter on Array.prototype could
+ *    intercept. Deleted when the call is freed.
  *  - pool_ctx: two owners, counted in `refs` (loop thread only): the JS
  *    handle object (its napi_wrap finalizer) and the tsfn (its finalizer).
  *    Workers reach it only through a call's on_done, which blz_pool_destroy
  *    waits for, and blz_pool_destroy always comes before the last owner
- *    lets go. Every call keeps the JS handle alive (it is in the call's
- *    array), so the handle's finalizer never runs with work in flight.
+ *    lets go. Every call holds the JS handle (call_ctx.handle), so the
+ *    handle's finalizer never runs with work in flight.
  *  - The tsfn: Node deletes it right after its finalizer (tsfn_finalized)
  *    returns, which happens when we release it (close, finalizer) or when
  *    the env is torn down. tsfn_finalized clears tsfn_alive under the
@@ -97,6 +106,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* ---- small helpers ---- */
 
@@ -159,37 +169,239 @@ static bool is_undefined_or_null(napi_env env, napi_value v) {
     return napi_typeof(env, v, &t) != napi_ok || t == napi_undefined || t == napi_null;
 }
 
+/* ---- byte arguments ---- */
+
 /*
- * The bytes of a TypedArray (Buffer included), DataView or ArrayBuffer:
- * the data pointer (already advanced by the view's offset) and the length
- * in bytes. false with a TypeError pending for anything else.
+ * A byte argument as the value itself says (never a JS property, which a
+ * program can shadow): a TypedArray (Buffer included), DataView or
+ * ArrayBuffer, its data pointer (advanced by the view's offset), its
+ * length in bytes, and whether its memory is a SharedArrayBuffer's. True
+ * only until JavaScript runs again, which may detach, transfer or shrink it.
  */
-static bool get_bytes(napi_env env, napi_value v, void **data, size_t *len, const char *what) {
+typedef struct js_bytes {
+    unsigned char *data;
+    size_t len;
+    napi_value buffer; /* the ArrayBuffer or SharedArrayBuffer behind it */
+    bool shared;       /* a SharedArrayBuffer: never detached, never shrunk */
+    int type;          /* its napi_typedarray_type, or -1: a DataView or ArrayBuffer */
+    size_t count;      /* a TypedArray's elements */
+} js_bytes;
+
+static size_t element_size(napi_typedarray_type type) {
+    switch (type) {
+    case napi_int16_array: case napi_uint16_array: return 2;
+    case napi_int32_array: case napi_uint32_array: case napi_float32_array: return 4;
+    case napi_float64_array: case napi_bigint64_array: case napi_biguint64_array: return 8;
+    default: return 1;
+    }
+}
+
+/* false, with nothing pending, if v is none of those. */
+static bool read_js_bytes(napi_env env, napi_value v, js_bytes *b) {
     bool is = false;
+    void *data = NULL;
+    b->type = -1;
+    b->count = 0;
     if (napi_is_typedarray(env, v, &is) == napi_ok && is) {
         napi_typedarray_type type;
-        size_t count;
-        if (napi_get_typedarray_info(env, v, &type, &count, data, NULL, NULL) != napi_ok) goto bad;
-        size_t elem = 1;
-        switch (type) {
-        case napi_int16_array: case napi_uint16_array: elem = 2; break;
-        case napi_int32_array: case napi_uint32_array: case napi_float32_array: elem = 4; break;
-        case napi_float64_array: case napi_bigint64_array: case napi_biguint64_array: elem = 8; break;
-        default: elem = 1;
-        }
-        *len = count * elem;
-        return true;
+        if (napi_get_typedarray_info(env, v, &type, &b->count, &data, &b->buffer, NULL) != napi_ok) return false;
+        b->type = (int)type;
+        b->len = b->count * element_size(type);
+    } else if (napi_is_dataview(env, v, &is) == napi_ok && is) {
+        if (napi_get_dataview_info(env, v, &b->len, &data, &b->buffer, NULL) != napi_ok) return false;
+    } else if (napi_is_arraybuffer(env, v, &is) == napi_ok && is) {
+        if (napi_get_arraybuffer_info(env, v, &data, &b->len) != napi_ok) return false;
+        b->buffer = v;
+    } else {
+        return false;
     }
-    if (napi_is_dataview(env, v, &is) == napi_ok && is)
-        return napi_get_dataview_info(env, v, len, data, NULL, NULL) == napi_ok;
-    if (napi_is_arraybuffer(env, v, &is) == napi_ok && is)
-        return napi_get_arraybuffer_info(env, v, data, len) == napi_ok;
-bad : {
+    /* napi_is_arraybuffer is V8's IsArrayBuffer, false for a SharedArrayBuffer:
+     * the one test of shared memory Node-API 8 has, made on the real buffer. */
+    bool plain = true;
+    if (napi_is_arraybuffer(env, b->buffer, &plain) != napi_ok) return false;
+    b->shared = !plain;
+    b->data = data;
+    if (!data) b->len = 0; /* detached */
+    return true;
+}
+
+/* read_js_bytes, with a TypeError naming `what` pending when v holds no bytes. */
+static bool get_bytes(napi_env env, napi_value v, js_bytes *b, const char *what) {
+    if (read_js_bytes(env, v, b)) return true;
     char message[160];
     snprintf(message, sizeof message, "%s must be a Buffer, TypedArray, DataView or ArrayBuffer", what);
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", message);
     return false;
 }
+
+typedef struct byte_span {
+    unsigned char *data;
+    size_t len;
+} byte_span;
+
+/*
+ * The memory a call's kernels use, chosen once per argument on the loop
+ * thread, right after the argument was read (take_bytes). JavaScript can
+ * detach an ArrayBuffer (transfer it: its new owner may free the memory
+ * at once) or shrink a resizable one whenever it runs, and Node-API can
+ * prevent neither, so a kernel never gets such memory: it gets a copy that
+ * the call owns, written back on the loop thread when the call is settled,
+ * into what the argument holds then (write_back). A SharedArrayBuffer is
+ * never detached and never shrinks (a growable one grows in place), so
+ * its bytes are used in place, zero-copy: a reference to the buffer keeps
+ * them alive until the call is freed.
+ */
+typedef struct copy_chunk {
+    struct copy_chunk *next;
+    size_t used, cap;
+    size_t mapped;       /* the mmap'd length, or 0: malloc'd */
+    max_align_t bytes[]; /* aligned as malloc's: a copy of a Float64Array is a double[] */
+} copy_chunk;
+
+typedef struct call_memory {
+    copy_chunk *chunks;     /* the copies: never moved, freed with the call */
+    napi_ref *shared;       /* the SharedArrayBuffers used in place */
+    size_t nshared, shared_cap;
+    napi_value last_shared; /* the last one held; compared only within the napi callback that takes the bytes */
+} call_memory;
+
+enum { COPY_ALIGN = _Alignof(max_align_t), HUGE_PAGE = 2 << 20, LARGEST_CHUNK = 64 << 20 };
+
+/*
+ * A chunk of at least cap bytes. From 2 MiB on it is mapped on its own and
+ * advised into transparent huge pages: the copy's first touch of fresh
+ * memory, not memcpy, is what a large copy costs (one page fault per
+ * 4 KiB otherwise; the measurements are in docs/embedding.md). Pages a
+ * call never touches cost nothing, so chunks can be generous.
+ */
+static copy_chunk *chunk_new(size_t cap) {
+    size_t bytes = sizeof(copy_chunk) + cap;
+    copy_chunk *c;
+    if (bytes >= HUGE_PAGE) {
+        bytes = (bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+        void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (p == MAP_FAILED) return NULL;
+        madvise(p, bytes, MADV_HUGEPAGE); /* advice only: EINVAL without THP changes nothing */
+        c = p;
+        c->mapped = bytes;
+        c->cap = bytes - sizeof(copy_chunk);
+    } else {
+        c = malloc(bytes);
+        if (!c) return NULL;
+        c->mapped = 0;
+        c->cap = cap;
+    }
+    c->used = 0;
+    c->next = NULL;
+    return c;
+}
+
+static void chunk_free(copy_chunk *c) {
+    if (c->mapped) munmap(c, c->mapped); else free(c);
+}
+
+/* len bytes the call owns, or NULL. Chunks double up to 64 MiB, so that
+ * many small buffers cost few allocations, and a large one gets its own. */
+static unsigned char *memory_alloc(call_memory *m, size_t len) {
+    if (len > SIZE_MAX / 4) return NULL;
+    size_t need = len ? (len + COPY_ALIGN - 1) / COPY_ALIGN * COPY_ALIGN : COPY_ALIGN;
+    copy_chunk *head = m->chunks;
+    if (!head || head->cap - head->used < need) {
+        size_t cap = head ? 2 * head->cap : need;
+        if (cap > LARGEST_CHUNK) cap = LARGEST_CHUNK;
+        if (cap < need) cap = need;
+        copy_chunk *fresh = chunk_new(cap);
+        if (!fresh) return NULL;
+        fresh->next = head;
+        m->chunks = head = fresh;
+    }
+    unsigned char *p = (unsigned char *)head->bytes + head->used;
+    head->used += need;
+    return p;
+}
+
+/* Frees the copies and lets the SharedArrayBuffers go (loop thread). */
+static void memory_free(napi_env env, call_memory *m) {
+    while (m->chunks) {
+        copy_chunk *next = m->chunks->next;
+        chunk_free(m->chunks);
+        m->chunks = next;
+    }
+    for (size_t i = 0; i < m->nshared; ++i) napi_delete_reference(env, m->shared[i]);
+    free(m->shared);
+    m->shared = NULL;
+    m->nshared = m->shared_cap = 0;
+    m->last_shared = NULL;
+}
+
+/* Holds a SharedArrayBuffer until the call is freed; views of one buffer
+ * in a row (a list of slices) share one reference. */
+static bool memory_hold(napi_env env, call_memory *m, napi_value buffer) {
+    bool same = false;
+    if (m->last_shared && napi_strict_equals(env, m->last_shared, buffer, &same) == napi_ok && same) return true;
+    if (m->nshared == m->shared_cap) {
+        size_t cap = m->shared_cap ? 2 * m->shared_cap : 4;
+        napi_ref *grown = realloc(m->shared, cap * sizeof *grown);
+        if (!grown) return false;
+        m->shared = grown;
+        m->shared_cap = cap;
+    }
+    if (napi_create_reference(env, buffer, 1, &m->shared[m->nshared]) != napi_ok) return false;
+    m->nshared++;
+    m->last_shared = buffer;
+    return true;
+}
+
+/*
+ * The memory the kernel will use for b, which must have been read just
+ * now, with no JavaScript run since: b's own bytes if they are a
+ * SharedArrayBuffer's, else a copy the call owns (of b's contents when
+ * copy_in; an output needs none). false with an exception pending.
+ */
+static bool take_bytes(napi_env env, call_memory *m, const js_bytes *b, bool copy_in, byte_span *out) {
+    if (b->shared) {
+        if (!memory_hold(env, m, b->buffer)) {
+            throw_status(env, BLZ_ENOMEM);
+            return false;
+        }
+        out->data = b->data;
+        out->len = b->len;
+        return true;
+    }
+    unsigned char *copy = memory_alloc(m, b->len);
+    if (!copy) {
+        throw_status(env, BLZ_ENOMEM);
+        return false;
+    }
+    if (copy_in && b->len) memcpy(copy, b->data, b->len);
+    out->data = copy;
+    out->len = b->len;
+    return true;
+}
+
+/*
+ * Writes a call's copy into what `target` holds now (loop thread: the
+ * bytes are read and written with no JavaScript in between). false if
+ * target was detached or shrunk below the copy's length meanwhile.
+ */
+static bool write_back(napi_env env, napi_value target, byte_span copy) {
+    js_bytes now;
+    if (!read_js_bytes(env, target, &now) || now.len < copy.len) return false;
+    if (copy.len) memcpy(now.data, copy.data, copy.len);
+    return true;
+}
+
+/* The rejection of a call whose output memory went away before it settled. */
+static napi_value detached_error(napi_env env) {
+    napi_value code, message, error;
+    if (napi_create_string_utf8(env, "ERR_BLITZ_DETACHED", NAPI_AUTO_LENGTH, &code) != napi_ok ||
+        napi_create_string_utf8(env,
+                                "libblitz: the call's output buffer was detached or shrunk before the call "
+                                "settled; its result was not written",
+                                NAPI_AUTO_LENGTH, &message) != napi_ok ||
+        napi_create_error(env, code, message, &error) != napi_ok)
+        return NULL;
+    return error;
 }
 
 /* ---- objects ---- */
@@ -206,19 +418,21 @@ struct env_data {
 
 enum call_kind { CALL_RUN, CALL_FOR, CALL_CRC32, CALL_SORT, CALL_MAP };
 
-typedef struct byte_span {
-    const unsigned char *data;
-    size_t len;
-} byte_span;
+/* What a call's promise resolves to. */
+enum result_kind { RESULT_UNDEFINED, RESULT_NULL, RESULT_OBJECT, RESULT_CRCS };
 
 struct call_ctx {
     /* Loop thread only. */
     call_ctx *prev, *next; /* the pool's in-flight list */
     pool_ctx *owner;
     napi_deferred deferred;
-    napi_ref keep;        /* [handle, arg or input, output, token]: everything the call uses */
+    napi_ref handle;      /* the pool's JS handle: its finalizer never runs with the call in flight */
     napi_ref token;       /* the cancel token wrapping this call, or NULL */
-    int result_slot;      /* the element of keep the promise resolves to; -1: computed */
+    int result_kind;
+    napi_ref result;      /* RESULT_OBJECT: the arg, the array, the output */
+    byte_span back;       /* the call's copy of `result`'s bytes, written back at settle; data NULL: none */
+    bool back_on_failure; /* write back also when the kernel ran and failed or was aborted */
+    call_memory mem;      /* the memory the kernels use */
     blz_group *group;
 
     /* Set by the loop thread before the spawn, read by the task. */
@@ -227,13 +441,14 @@ struct call_ctx {
     union {
         struct { blz_fn fn; void *arg; } run;
         struct { blz_range_fn fn; void *arg; size_t begin, end, grain; } loop;
-        struct { byte_span *spans; uint32_t *out; size_t n; } crc;
+        struct { byte_span *spans; uint32_t *out; size_t n; } crc; /* spans: in mem */
         struct { double *a, *tmp; size_t n; } sort;
-        struct { int op, f32; double mul, add; void *in, *out; size_t n, grain; } map;
+        struct { int op, f32; double mul, add; void *in, *out; size_t n, grain; } map; /* in, out: in mem */
     } u;
 
     /* Written by the task and on_done on the worker, read by the loop
      * thread after it took the call from the done list under the lock. */
+    bool ran;          /* the task started: its kernel may have written its memory */
     blz_status inner;  /* what the kernel reported: parallel_for's status, a cancel */
     blz_status status; /* on_done's */
     call_ctx *done_next;
@@ -342,18 +557,9 @@ static void retire_group(pool_ctx *p, blz_group *g) {
 
 /* ---- calls ---- */
 
-static void free_call_memory(call_ctx *c) {
-    if (c->kind == CALL_CRC32) {
-        free(c->u.crc.spans);
-        free(c->u.crc.out);
-    } else if (c->kind == CALL_SORT) {
-        free(c->u.sort.tmp);
-    }
-    free(c);
-}
-
-/* Drops the napi side of a call (loop thread). */
-static void release_call_refs(napi_env env, call_ctx *c) {
+/* Frees a call that no worker can touch any more, and its references
+ * (loop thread). Its promise, if any, must be settled or abandoned. */
+static void free_call(napi_env env, call_ctx *c) {
     if (c->token) {
         napi_value token;
         if (napi_get_reference_value(env, c->token, &token) == napi_ok && token) {
@@ -361,12 +567,17 @@ static void release_call_refs(napi_env env, call_ctx *c) {
             napi_remove_wrap(env, token, &unused);
         }
         napi_delete_reference(env, c->token);
-        c->token = NULL;
     }
-    if (c->keep) {
-        napi_delete_reference(env, c->keep);
-        c->keep = NULL;
+    if (c->handle) napi_delete_reference(env, c->handle);
+    if (c->result) napi_delete_reference(env, c->result);
+    memory_free(env, &c->mem);
+    if (c->kind == CALL_CRC32) {
+        free(c->u.crc.spans);
+        free(c->u.crc.out);
+    } else if (c->kind == CALL_SORT) {
+        free(c->u.sort.tmp);
     }
+    free(c);
 }
 
 static void unlink_call(pool_ctx *p, call_ctx *c) {
@@ -384,6 +595,7 @@ static void map_pieces(void *arg, size_t lo, size_t hi);
 static void call_task(void *arg) {
     call_ctx *c = arg;
     blz_status inner = BLZ_OK;
+    c->ran = true;
     switch (c->kind) {
     case CALL_RUN:
         c->u.run.fn(c->u.run.arg);
@@ -465,12 +677,12 @@ static void call_done(void *done_arg, blz_status status) {
 }
 
 static napi_value make_result(napi_env env, call_ctx *c) {
-    napi_value keep, result;
-    if (c->result_slot >= 0) {
-        if (napi_get_reference_value(env, c->keep, &keep) != napi_ok ||
-            napi_get_element(env, keep, (uint32_t)c->result_slot, &result) != napi_ok)
-            return NULL;
-        return result;
+    napi_value result;
+    switch (c->result_kind) {
+    case RESULT_UNDEFINED: return napi_get_undefined(env, &result) == napi_ok ? result : NULL;
+    case RESULT_NULL: return napi_get_null(env, &result) == napi_ok ? result : NULL;
+    case RESULT_OBJECT: return napi_get_reference_value(env, c->result, &result) == napi_ok ? result : NULL;
+    default: break;
     }
     /* CRC32: an array of numbers, as zlib.crc32 returns one number. */
     if (napi_create_array_with_length(env, c->u.crc.n, &result) != napi_ok) return NULL;
@@ -483,7 +695,22 @@ static napi_value make_result(napi_env env, call_ctx *c) {
     return result;
 }
 
-/* Settles one finished call and frees it (loop thread). */
+/*
+ * Writes the call's copy back into its result, when the call has one and
+ * wants it now: on success, or once its kernel ran (and may have written)
+ * for calls whose partial writes count. false if the result's memory went
+ * away meanwhile.
+ */
+static bool deliver_copy(napi_env env, call_ctx *c, blz_status s) {
+    if (!c->back.data || !(s == BLZ_OK || (c->back_on_failure && c->ran))) return true;
+    napi_value target;
+    return napi_get_reference_value(env, c->result, &target) == napi_ok && target &&
+           write_back(env, target, c->back);
+}
+
+/* Settles one finished call and frees it (loop thread). The copy is
+ * written back before the promise is settled: resolving may run
+ * JavaScript (a `then` getter on the result), which could detach it. */
 static void settle(napi_env env, pool_ctx *p, call_ctx *c) {
     napi_handle_scope scope;
     bool scoped = napi_open_handle_scope(env, &scope) == napi_ok;
@@ -491,8 +718,9 @@ static void settle(napi_env env, pool_ctx *p, call_ctx *c) {
     retire_group(p, c->group);
     c->group = NULL;
     blz_status s = c->status != BLZ_OK ? c->status : c->inner;
+    bool delivered = deliver_copy(env, c, s);
     napi_value value = NULL;
-    if (s == BLZ_OK) {
+    if (s == BLZ_OK && delivered) {
         value = make_result(env, c);
         if (value) {
             napi_resolve_deferred(env, c->deferred, value);
@@ -500,18 +728,17 @@ static void settle(napi_env env, pool_ctx *p, call_ctx *c) {
             s = BLZ_ENOMEM; /* a JS allocation failed: reject rather than leave the promise pending */
         }
     }
-    if (s != BLZ_OK) {
+    if (s != BLZ_OK || !delivered) {
         bool pending = false;
         napi_value error = NULL;
         if (napi_is_exception_pending(env, &pending) == napi_ok && pending) {
             napi_get_and_clear_last_exception(env, &error);
         }
-        if (!error) error = status_error(env, s);
+        if (!error) error = s == BLZ_OK ? detached_error(env) : status_error(env, s);
         if (!error) napi_get_undefined(env, &error);
         napi_reject_deferred(env, c->deferred, error);
     }
-    release_call_refs(env, c);
-    free_call_memory(c);
+    free_call(env, c);
     if (scoped) napi_close_handle_scope(env, scope);
 }
 
@@ -620,10 +847,9 @@ static void teardown_pool(napi_env env, pool_ctx *p) {
         call_ctx *c = p->calls;
         unlink_call(p, c);
         if (c->group) blz_group_destroy(c->group);
-        release_call_refs(env, c);
         /* The deferred is left unsettled: no JavaScript runs any more, and
          * Node frees what it holds with the isolate. */
-        free_call_memory(c);
+        free_call(env, c);
     }
     destroy_zombies(p);
     p->closing = true;
@@ -725,34 +951,37 @@ static napi_value rejected(napi_env env, blz_status s) {
     return promise;
 }
 
+/* Whether p takes new calls: checked before any copy is made, and again at
+ * the spawn (reading a crc32 list can run JavaScript that closes the pool). */
+static bool accepting(const pool_ctx *p) { return p->pool && !p->closing; }
+
 /*
- * Spawns call c of pool p; keep holds every JS object the call uses,
- * token (or undefined) becomes its cancel handle. Takes ownership of c on
- * every path. Returns the promise, or NULL with an exception pending.
+ * Spawns call c of pool p; handle is the pool's JS handle, token (or
+ * undefined) becomes its cancel handle. Takes ownership of c on every
+ * path. Returns the promise, or NULL with an exception pending.
  */
-static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value keep, napi_value token) {
-    if (!p->pool || p->closing) {
-        free_call_memory(c);
+static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, napi_value token) {
+    if (!accepting(p)) {
+        free_call(env, c);
         return rejected(env, BLZ_ESHUTDOWN);
     }
     c->owner = p;
     c->pool = p->pool;
     blz_status s = blz_group_create_ex(p->pool, BLZ_GROUP_CANCEL_ON_FAILURE, &c->group);
     if (s != BLZ_OK) {
-        free_call_memory(c);
+        free_call(env, c);
         return rejected(env, s);
     }
     napi_value promise;
     if (napi_create_promise(env, &c->deferred, &promise) != napi_ok ||
-        napi_create_reference(env, keep, 1, &c->keep) != napi_ok) {
+        napi_create_reference(env, handle, 1, &c->handle) != napi_ok) {
         if (c->deferred) {
             napi_value unused;
             napi_get_undefined(env, &unused);
             napi_reject_deferred(env, c->deferred, unused); /* frees it; the promise is never returned */
         }
         blz_group_destroy(c->group);
-        release_call_refs(env, c);
-        free_call_memory(c);
+        free_call(env, c);
         throw_napi_failure(env, napi_generic_failure, "submit");
         return NULL;
     }
@@ -766,8 +995,7 @@ static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value keep
             napi_get_undefined(env, &unused);
             napi_reject_deferred(env, c->deferred, unused);
             blz_group_destroy(c->group);
-            release_call_refs(env, c);
-            free_call_memory(c);
+            free_call(env, c);
             napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "bad cancel token");
             return NULL;
         }
@@ -793,8 +1021,7 @@ static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value keep
         c->group = NULL;
         napi_value error = status_error(env, s);
         if (error) napi_reject_deferred(env, c->deferred, error);
-        release_call_refs(env, c);
-        free_call_memory(c);
+        free_call(env, c);
     }
     /* After BLZ_OK only the loop-thread fields of c may be touched, and
      * only from deliver/settle/cancel: the worker writes the others. */
@@ -806,18 +1033,53 @@ static call_ctx *new_call(napi_env env, int kind) {
     if (!c) throw_status(env, BLZ_ENOMEM);
     if (c) {
         c->kind = kind;
-        c->result_slot = -1;
+        c->result_kind = RESULT_CRCS;
     }
     return c;
 }
 
-/* The private array of a call: [handle, ...objects]. */
-static napi_value keep_array(napi_env env, napi_value *items, size_t n) {
-    napi_value array;
-    if (napi_create_array_with_length(env, n, &array) != napi_ok) return NULL;
-    for (size_t i = 0; i < n; ++i)
-        if (napi_set_element(env, array, (uint32_t)i, items[i]) != napi_ok) return NULL;
-    return array;
+/* What c's promise resolves to: v itself (held by a reference: no JS
+ * property or array element stands between). false with an exception pending. */
+static bool set_result(napi_env env, call_ctx *c, napi_value v) {
+    napi_valuetype t;
+    if (napi_typeof(env, v, &t) != napi_ok) return false;
+    if (t == napi_undefined || t == napi_null) {
+        c->result_kind = t == napi_undefined ? RESULT_UNDEFINED : RESULT_NULL;
+        return true;
+    }
+    c->result_kind = RESULT_OBJECT;
+    if (napi_create_reference(env, v, 1, &c->result) == napi_ok) return true;
+    throw_napi_failure(env, napi_generic_failure, "holding the call's result");
+    return false;
+}
+
+/*
+ * The arg of run and parallelFor: b NULL for undefined or null (the
+ * kernel gets NULL), else its bytes, read with no JavaScript run since,
+ * taken for the call and written back when the kernel ran, failed or not
+ * (a kernel may leave word of its failure there).
+ */
+static bool take_arg(napi_env env, call_ctx *c, napi_value arg, const js_bytes *b, void **data) {
+    *data = NULL;
+    if (b) {
+        byte_span span;
+        if (!take_bytes(env, &c->mem, b, true, &span)) return false;
+        *data = span.data;
+        if (!b->shared) {
+            c->back = span;
+            c->back_on_failure = true;
+        }
+    }
+    return set_result(env, c, arg);
+}
+
+/* The arg's bytes, or NULL for undefined or null; false with a TypeError pending. */
+static bool read_arg(napi_env env, napi_value arg, js_bytes *b, const js_bytes **out) {
+    *out = NULL;
+    if (is_undefined_or_null(env, arg)) return true;
+    if (!get_bytes(env, arg, b, "arg")) return false;
+    *out = b;
+    return true;
 }
 
 /* ---- exported functions (called by index.js) ---- */
@@ -917,22 +1179,18 @@ static napi_value js_run(napi_env env, napi_callback_info info) {
         napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "run needs a NativeFunction of kind 'task'");
         return NULL;
     }
-    void *data = NULL;
-    size_t len = 0;
-    if (!is_undefined_or_null(env, argv[2]) && !get_bytes(env, argv[2], &data, &len, "arg")) return NULL;
+    js_bytes b;
+    const js_bytes *arg;
+    if (!read_arg(env, argv[2], &b, &arg)) return NULL;
+    if (!accepting(p)) return rejected(env, BLZ_ESHUTDOWN);
     call_ctx *c = new_call(env, CALL_RUN);
     if (!c) return NULL;
     c->u.run.fn = f->fn.task;
-    c->u.run.arg = data;
-    c->result_slot = 1;
-    napi_value items[4] = {argv[0], argv[2], argv[1], argv[3]};
-    napi_value keep = keep_array(env, items, 4);
-    if (!keep) {
-        free_call_memory(c);
-        throw_napi_failure(env, napi_generic_failure, "keep array");
+    if (!take_arg(env, c, argv[2], arg, &c->u.run.arg)) {
+        free_call(env, c);
         return NULL;
     }
-    return submit(env, p, c, keep, argv[3]);
+    return submit(env, p, c, argv[0], argv[3]);
 }
 
 /* parallelFor(handle, begin, end, grain, fn, arg, token) -> promise */
@@ -954,33 +1212,31 @@ static napi_value js_parallel_for(napi_env env, napi_callback_info info) {
         napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "parallelFor needs a NativeFunction of kind 'range'");
         return NULL;
     }
-    void *data = NULL;
-    size_t len = 0;
-    if (!is_undefined_or_null(env, argv[5]) && !get_bytes(env, argv[5], &data, &len, "arg")) return NULL;
+    js_bytes b;
+    const js_bytes *arg;
+    if (!read_arg(env, argv[5], &b, &arg)) return NULL;
+    if (!accepting(p)) return rejected(env, BLZ_ESHUTDOWN);
     call_ctx *c = new_call(env, CALL_FOR);
     if (!c) return NULL;
     c->u.loop.fn = f->fn.range;
-    c->u.loop.arg = data;
     c->u.loop.begin = begin;
     c->u.loop.end = end;
     c->u.loop.grain = grain;
-    c->result_slot = 1;
-    napi_value items[4] = {argv[0], argv[5], argv[4], argv[6]};
-    napi_value keep = keep_array(env, items, 4);
-    if (!keep) {
-        free_call_memory(c);
-        throw_napi_failure(env, napi_generic_failure, "keep array");
+    if (!take_arg(env, c, argv[5], arg, &c->u.loop.arg)) {
+        free_call(env, c);
         return NULL;
     }
-    return submit(env, p, c, keep, argv[6]);
+    return submit(env, p, c, argv[0], argv[6]);
 }
 
 /*
- * Reads an array of byte sources into spans; *held receives a private
- * array holding the same objects (the caller's array may change after the
- * call returns; ours cannot).
+ * The buffers of a crc32 call, into spans: each element of the caller's
+ * list is read once (an index getter runs once here, and what it returns
+ * is what is used) and its memory taken at once, before the next read can
+ * run JavaScript. NULL with an exception pending; m then holds what was
+ * taken so far, for the caller to free.
  */
-static byte_span *read_buffers(napi_env env, napi_value list, size_t *count, napi_value *held) {
+static byte_span *read_buffers(napi_env env, napi_value list, call_memory *m, size_t *count) {
     bool is_array = false;
     if (napi_is_array(env, list, &is_array) != napi_ok || !is_array) {
         napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "buffers must be an array");
@@ -989,28 +1245,22 @@ static byte_span *read_buffers(napi_env env, napi_value list, size_t *count, nap
     uint32_t n;
     if (napi_get_array_length(env, list, &n) != napi_ok) return NULL;
     byte_span *spans = malloc((n ? n : 1) * sizeof *spans);
-    napi_value copy;
-    if (!spans || napi_create_array_with_length(env, n, &copy) != napi_ok) {
-        free(spans);
+    if (!spans) {
         throw_status(env, BLZ_ENOMEM);
         return NULL;
     }
     for (uint32_t i = 0; i < n; ++i) {
         napi_value item;
-        void *data = NULL;
-        size_t len = 0;
+        js_bytes b;
         char what[48];
         snprintf(what, sizeof what, "buffers[%u]", i);
-        if (napi_get_element(env, list, i, &item) != napi_ok || !get_bytes(env, item, &data, &len, what) ||
-            napi_set_element(env, copy, i, item) != napi_ok) {
+        if (napi_get_element(env, list, i, &item) != napi_ok || !get_bytes(env, item, &b, what) ||
+            !take_bytes(env, m, &b, true, &spans[i])) {
             free(spans);
             return NULL;
         }
-        spans[i].data = data;
-        spans[i].len = len;
     }
     *count = n;
-    *held = copy;
     return spans;
 }
 
@@ -1019,30 +1269,24 @@ static napi_value js_crc32(napi_env env, napi_callback_info info) {
     GET_ARGS(3);
     pool_ctx *p = unwrap_pool(env, argv[0]);
     if (!p) return NULL;
-    size_t n;
-    napi_value held;
-    byte_span *spans = read_buffers(env, argv[1], &n, &held);
-    if (!spans) return NULL;
+    bool is_array = false;
+    if (napi_is_array(env, argv[1], &is_array) != napi_ok || !is_array) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "buffers must be an array");
+        return NULL;
+    }
+    if (!accepting(p)) return rejected(env, BLZ_ESHUTDOWN);
     call_ctx *c = new_call(env, CALL_CRC32);
-    uint32_t *out = malloc((n ? n : 1) * sizeof *out);
-    if (!c || !out) {
-        free(spans);
-        free(out);
-        free(c);
-        if (c) throw_status(env, BLZ_ENOMEM);
-        return NULL;
-    }
-    c->u.crc.spans = spans;
-    c->u.crc.out = out;
+    if (!c) return NULL;
+    size_t n = 0;
+    c->u.crc.spans = read_buffers(env, argv[1], &c->mem, &n);
     c->u.crc.n = n;
-    napi_value items[3] = {argv[0], held, argv[2]};
-    napi_value keep = keep_array(env, items, 3);
-    if (!keep) {
-        free_call_memory(c);
-        throw_napi_failure(env, napi_generic_failure, "keep array");
+    c->u.crc.out = c->u.crc.spans ? malloc((n ? n : 1) * sizeof *c->u.crc.out) : NULL;
+    if (!c->u.crc.out) {
+        if (c->u.crc.spans) throw_status(env, BLZ_ENOMEM);
+        free_call(env, c);
         return NULL;
     }
-    return submit(env, p, c, keep, argv[2]);
+    return submit(env, p, c, argv[0], argv[2]);
 }
 
 /* sort(handle, float64array, token) -> promise of the same array */
@@ -1050,35 +1294,33 @@ static napi_value js_sort(napi_env env, napi_callback_info info) {
     GET_ARGS(3);
     pool_ctx *p = unwrap_pool(env, argv[0]);
     if (!p) return NULL;
-    bool is = false;
-    napi_typedarray_type type = napi_int8_array;
-    size_t n = 0;
-    void *data = NULL;
-    if (napi_is_typedarray(env, argv[1], &is) != napi_ok || !is ||
-        napi_get_typedarray_info(env, argv[1], &type, &n, &data, NULL, NULL) != napi_ok ||
-        type != napi_float64_array) {
+    js_bytes b;
+    if (!read_js_bytes(env, argv[1], &b) || b.type != napi_float64_array) {
         napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "sort needs a Float64Array");
         return NULL;
     }
+    if (!accepting(p)) return rejected(env, BLZ_ESHUTDOWN);
     call_ctx *c = new_call(env, CALL_SORT);
     if (!c) return NULL;
-    c->u.sort.a = data;
-    c->u.sort.n = n;
-    c->u.sort.tmp = malloc((n ? n : 1) * sizeof(double));
+    byte_span a;
+    if (!take_bytes(env, &c->mem, &b, true, &a) || !set_result(env, c, argv[1])) {
+        free_call(env, c);
+        return NULL;
+    }
+    /* Written back once the sort ran, also when aborted: a permutation. */
+    if (!b.shared) {
+        c->back = a;
+        c->back_on_failure = true;
+    }
+    c->u.sort.a = (double *)(void *)a.data;
+    c->u.sort.n = b.count;
+    c->u.sort.tmp = malloc((b.count ? b.count : 1) * sizeof(double));
     if (!c->u.sort.tmp) {
-        free(c);
+        free_call(env, c);
         throw_status(env, BLZ_ENOMEM);
         return NULL;
     }
-    c->result_slot = 1;
-    napi_value items[3] = {argv[0], argv[1], argv[2]};
-    napi_value keep = keep_array(env, items, 3);
-    if (!keep) {
-        free_call_memory(c);
-        throw_napi_failure(env, napi_generic_failure, "keep array");
-        return NULL;
-    }
-    return submit(env, p, c, keep, argv[2]);
+    return submit(env, p, c, argv[0], argv[2]);
 }
 
 /* map(handle, input, output, op, mul, add, grain, token) -> promise of output */
@@ -1086,21 +1328,14 @@ static napi_value js_map(napi_env env, napi_callback_info info) {
     GET_ARGS(8);
     pool_ctx *p = unwrap_pool(env, argv[0]);
     if (!p) return NULL;
-    napi_typedarray_type tin = napi_int8_array, tout = napi_int8_array;
-    size_t nin = 0, nout = 0;
-    void *in = NULL, *out = NULL;
-    bool is_in = false, is_out = false;
-    napi_is_typedarray(env, argv[1], &is_in);
-    napi_is_typedarray(env, argv[2], &is_out);
-    if (!is_in || !is_out ||
-        napi_get_typedarray_info(env, argv[1], &tin, &nin, &in, NULL, NULL) != napi_ok ||
-        napi_get_typedarray_info(env, argv[2], &tout, &nout, &out, NULL, NULL) != napi_ok ||
-        (tin != napi_float64_array && tin != napi_float32_array) || tout != tin) {
+    js_bytes in, out;
+    if (!read_js_bytes(env, argv[1], &in) || !read_js_bytes(env, argv[2], &out) ||
+        (in.type != napi_float64_array && in.type != napi_float32_array) || out.type != in.type) {
         napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE",
                               "map needs a Float64Array or Float32Array, and an output of the same type");
         return NULL;
     }
-    if (nout != nin) {
+    if (out.count != in.count) {
         napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "map's output must have the input's length");
         return NULL;
     }
@@ -1116,25 +1351,28 @@ static napi_value js_map(napi_env env, napi_callback_info info) {
         return NULL;
     }
     if (!get_index(env, argv[6], "grain", &grain)) return NULL;
+    if (!accepting(p)) return rejected(env, BLZ_ESHUTDOWN);
     call_ctx *c = new_call(env, CALL_MAP);
     if (!c) return NULL;
-    c->u.map.op = op;
-    c->u.map.f32 = tin == napi_float32_array;
-    c->u.map.mul = mul;
-    c->u.map.add = add;
-    c->u.map.in = in;
-    c->u.map.out = out;
-    c->u.map.n = nin;
-    c->u.map.grain = grain;
-    c->result_slot = 2;
-    napi_value items[4] = {argv[0], argv[1], argv[2], argv[7]};
-    napi_value keep = keep_array(env, items, 4);
-    if (!keep) {
-        free_call_memory(c);
-        throw_napi_failure(env, napi_generic_failure, "keep array");
+    /* Input and output are taken apart even when they are one array (or
+     * overlap): each output element is then computed from the input as it
+     * was at the call. A copied output is written back only on success. */
+    byte_span in_span, out_span;
+    if (!take_bytes(env, &c->mem, &in, true, &in_span) || !take_bytes(env, &c->mem, &out, false, &out_span) ||
+        !set_result(env, c, argv[2])) {
+        free_call(env, c);
         return NULL;
     }
-    return submit(env, p, c, keep, argv[7]);
+    if (!out.shared) c->back = out_span;
+    c->u.map.op = op;
+    c->u.map.f32 = in.type == napi_float32_array;
+    c->u.map.mul = mul;
+    c->u.map.add = add;
+    c->u.map.in = in_span.data;
+    c->u.map.out = out_span.data;
+    c->u.map.n = in.count;
+    c->u.map.grain = grain;
+    return submit(env, p, c, argv[0], argv[7]);
 }
 
 /* cancel(token): cancels the call's group; a settled call's token is unwrapped: no-op. */
@@ -1310,11 +1548,11 @@ static napi_value js_builtin_function(napi_env env, napi_callback_info info) {
 /* crc32Sync(buffer) -> number, on the calling thread. */
 static napi_value js_crc32_sync(napi_env env, napi_callback_info info) {
     GET_ARGS(1);
-    void *data = NULL;
-    size_t len = 0;
-    if (!get_bytes(env, argv[0], &data, &len, "data")) return NULL;
+    js_bytes b;
+    if (!get_bytes(env, argv[0], &b, "data")) return NULL;
+    /* On this thread, with no JavaScript running: the memory cannot change. */
     napi_value v;
-    CHECK_NAPI(env, napi_create_uint32(env, bn_crc32(0, data, len), &v));
+    CHECK_NAPI(env, napi_create_uint32(env, bn_crc32(0, b.data, b.len), &v));
     return v;
 }
 
@@ -1329,7 +1567,7 @@ typedef struct uv_item {
 
 struct uv_batch {
     napi_deferred deferred;
-    napi_ref keep; /* the buffers, until the last item completed */
+    call_memory mem; /* what spans point into (take_bytes), until the last item completed */
     byte_span *spans;
     uint32_t *out;
     size_t n, remaining; /* remaining: queued items not yet completed */
@@ -1337,7 +1575,8 @@ struct uv_batch {
     uv_item *items;
 };
 
-static void uv_free(uv_batch *b) {
+static void uv_free(napi_env env, uv_batch *b) {
+    memory_free(env, &b->mem);
     free(b->spans);
     free(b->out);
     free(b->items);
@@ -1364,8 +1603,7 @@ static void uv_finish(napi_env env, uv_batch *b) {
         }
         napi_resolve_deferred(env, b->deferred, result);
     }
-    napi_delete_reference(env, b->keep);
-    uv_free(b);
+    uv_free(env, b);
 }
 
 static void uv_complete(napi_env env, napi_status status, void *data) {
@@ -1379,29 +1617,30 @@ static void uv_complete(napi_env env, napi_status status, void *data) {
 /* uvCrc32(buffers) -> promise: one napi_async_work per buffer, as addons do today. */
 static napi_value js_uv_crc32(napi_env env, napi_callback_info info) {
     GET_ARGS(1);
-    size_t n;
-    napi_value held, promise, name;
-    byte_span *spans = read_buffers(env, argv[0], &n, &held);
-    if (!spans) return NULL;
+    size_t n = 0;
+    napi_value promise, name;
     uv_batch *b = calloc(1, sizeof *b);
-    uint32_t *out = malloc((n ? n : 1) * sizeof *out);
-    uv_item *items = calloc(n ? n : 1, sizeof *items);
-    if (!b || !out || !items) {
-        free(b);
-        free(out);
-        free(items);
-        free(spans);
+    if (!b) {
         throw_status(env, BLZ_ENOMEM);
         return NULL;
     }
-    b->spans = spans;
-    b->out = out;
-    b->items = items;
+    b->spans = read_buffers(env, argv[0], &b->mem, &n);
+    if (!b->spans) {
+        uv_free(env, b);
+        return NULL;
+    }
+    b->out = malloc((n ? n : 1) * sizeof *b->out);
+    b->items = calloc(n ? n : 1, sizeof *b->items);
+    if (!b->out || !b->items) {
+        uv_free(env, b);
+        throw_status(env, BLZ_ENOMEM);
+        return NULL;
+    }
+    uv_item *items = b->items;
     b->n = b->remaining = n;
     if (napi_create_promise(env, &b->deferred, &promise) != napi_ok ||
-        napi_create_reference(env, held, 1, &b->keep) != napi_ok ||
         napi_create_string_utf8(env, "libblitz:uvCrc32", NAPI_AUTO_LENGTH, &name) != napi_ok) {
-        uv_free(b);
+        uv_free(env, b);
         throw_napi_failure(env, napi_generic_failure, "uvCrc32");
         return NULL;
     }
@@ -1409,8 +1648,7 @@ static napi_value js_uv_crc32(napi_env env, napi_callback_info info) {
         napi_value empty;
         napi_create_array(env, &empty);
         napi_resolve_deferred(env, b->deferred, empty);
-        napi_delete_reference(env, b->keep);
-        uv_free(b);
+        uv_free(env, b);
         return promise;
     }
     for (size_t i = 0; i < n; ++i) {

@@ -3,6 +3,7 @@
 // APIs do) only after the native work has stopped.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { getEventListeners } from 'node:events';
 import { after, test } from 'node:test';
 import zlib from 'node:zlib';
 import { blitz, isPending, kernel, newGate, openGate, waitUntil } from './helpers.mjs';
@@ -93,7 +94,9 @@ test('abort of crc32 and sort: the rest of the pool is not affected', async () =
 
 test('a kernel that ignores cancellation finishes first; the promise still rejects', async () => {
   const controller = new AbortController();
-  const arg = new Float64Array([150, 0]); // [ms, set to 1 once the kernel started]
+  // [ms, set to 1 once the kernel started], shared: seen while the kernel runs
+  const arg = new Float64Array(new SharedArrayBuffer(16));
+  arg[0] = 150;
   const started = performance.now();
   const promise = pool.run(kernel('blzt_busy_ms'), arg, { signal: controller.signal });
   await waitUntil(() => arg[1] === 1, 'the kernel started');
@@ -110,4 +113,32 @@ test('aborting after the promise settled changes nothing', async () => {
   controller.abort();
   await new Promise((resolve) => setImmediate(resolve));
   assert.equal(arg[0], 1);
+});
+
+test('one signal shared by many calls: one listener, no MaxListenersExceededWarning, every call aborted', async () => {
+  const warnings = [];
+  const onWarning = (w) => warnings.push(`${w.name}: ${w.message}`);
+  process.on('warning', onWarning);
+  const controller = new AbortController();
+  const { signal } = controller;
+  let listeners;
+  try {
+    const done = await Promise.all(Array.from({ length: 40 }, () => pool.run(blitz.kernels.noop, undefined, { signal })));
+    assert.equal(done.length, 40);
+    assert.equal(getEventListeners(signal, 'abort').length, 0, 'no listener is left once the calls settled');
+    const gate = newGate();
+    const gated = [0, 1].map(() => pool.run(kernel('blzt_gate'), gate, { signal }));
+    const queued = Array.from({ length: 30 }, () => pool.run(blitz.kernels.noop, undefined, { signal }));
+    listeners = getEventListeners(signal, 'abort').length;
+    await waitUntil(() => Atomics.load(gate, 1) === 2, 'both workers wait at the gate');
+    controller.abort('all of them');
+    for (const o of await Promise.allSettled([...gated, ...queued])) {
+      assert.ok(o.status === 'rejected' && isAbortError('all of them')(o.reason));
+    }
+    await new Promise((resolve) => setImmediate(resolve)); // warnings are emitted on a later tick
+  } finally {
+    process.off('warning', onWarning);
+  }
+  assert.deepEqual(warnings, []);
+  assert.equal(listeners, 1, '32 pending calls on one signal, one listener');
 });

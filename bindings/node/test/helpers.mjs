@@ -1,5 +1,6 @@
 // Shared by the test files: the package under test, the test kernels, and
 // small tools (waiting for a condition, running a child node).
+import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -19,9 +20,13 @@ export function kernel(symbol, kind = 'task') {
   return blitz.nativeFunction(kernelLibrary, symbol, kind);
 }
 
-/** Int32Array [open, started, stoppedByCancel, finished] for blzt_gate. */
+/**
+ * Int32Array [open, started, stoppedByCancel, finished] for blzt_gate, on a
+ * SharedArrayBuffer: the only memory a kernel shares with JavaScript while
+ * it runs (other buffers are copied for the call).
+ */
 export function newGate() {
-  return new Int32Array(4);
+  return new Int32Array(new SharedArrayBuffer(16));
 }
 
 export function openGate(gate) {
@@ -60,6 +65,13 @@ export function runChild(script, { args = [], timeout = 30000 } = {}) {
           killed: Boolean(error && error.killed), stdout, stderr, ms: Date.now() - started });
       });
   });
+}
+
+/** A child that crashed shows it here: a signal, a timeout, or a sanitizer's report. */
+export function assertClean(child, what) {
+  assert.equal(child.signal, null, `${what}: killed by ${child.signal}\n${child.stderr}`);
+  assert.equal(child.killed, false, `${what}: timed out\n${child.stderr}`);
+  assert.doesNotMatch(child.stderr, /Sanitizer|libblitz: fatal|Segmentation|core dumped/, what);
 }
 
 /** The number of threads of this process (Linux). */

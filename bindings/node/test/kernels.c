@@ -104,5 +104,14 @@ void blzt_busy_ms(void *arg) {
     } while ((double)(now.tv_sec - start.tv_sec) * 1e3 + (double)(now.tv_nsec - start.tv_nsec) / 1e6 < ms);
 }
 
+/* A loop body that waits 150 ms, then writes byte i = i mod 256 of arg for
+ * each index of its piece: a kernel still using its memory well after the
+ * call started (the memory-safety tests shrink or free the memory meanwhile). */
+void blzt_fill_late(void *arg, size_t lo, size_t hi) {
+    pause_us(150 * 1000);
+    unsigned char *bytes = arg;
+    for (size_t i = lo; i < hi; ++i) bytes[i] = (unsigned char)i;
+}
+
 /* Not a function at all: the symbol lookup test's wrong kind of symbol. */
 int blzt_not_a_function = 42;

@@ -5,17 +5,10 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import zlib from 'node:zlib';
-import { blitz, importBlitz, isPending, kernel, newGate, openGate, runChild, waitUntil } from './helpers.mjs';
+import { assertClean, blitz, importBlitz, isPending, kernel, newGate, openGate, runChild, waitUntil } from './helpers.mjs';
 
 const pool = new blitz.Pool({ threads: 2 });
 after(() => pool.close());
-
-// A child that crashed shows it here: a signal, or a sanitizer's report.
-function assertClean(child, what) {
-  assert.equal(child.signal, null, `${what}: killed by ${child.signal}\n${child.stderr}`);
-  assert.equal(child.killed, false, `${what}: timed out\n${child.stderr}`);
-  assert.doesNotMatch(child.stderr, /Sanitizer|libblitz: fatal|Segmentation|core dumped/, what);
-}
 
 test('close waits for the work in flight, refuses new work, then resolves', async () => {
   const p = new blitz.Pool({ threads: 2 });
@@ -38,7 +31,7 @@ test('close waits for the work in flight, refuses new work, then resolves', asyn
 });
 
 test('20000 concurrent runs and 100 concurrent crc32 calls all settle correctly', async () => {
-  const counter = new Uint32Array(1);
+  const counter = new Uint32Array(new SharedArrayBuffer(4)); // shared: every call counts in place
   const count = kernel('blzt_count');
   const runs = Array.from({ length: 20000 }, () => pool.run(count, counter));
   const buffers = Array.from({ length: 100 }, (_, i) => randomBytes(1000 + i));

@@ -141,9 +141,20 @@ def run_install(node, library, node_dir):
         os.makedirs(os.path.join(checkout, "build"))
         os.symlink(os.path.abspath(library), os.path.join(checkout, "build", "libblitz.so"))
 
+        # A meson build directory outside the source tree (meson setup
+        # /elsewhere/build): libblitz.so and meson-info/, no include/ near
+        # it and no checkout above it. Its meson-info.json is the real
+        # one of the build under test, which names the real source tree.
+        elsewhere = os.path.join(tmp, "elsewhere", "build")
+        os.makedirs(os.path.join(elsewhere, "meson-info"))
+        os.symlink(os.path.abspath(library), os.path.join(elsewhere, "libblitz.so"))
+        shutil.copy(os.path.join(lib_dir, "meson-info", "meson-info.json"), os.path.join(elsewhere, "meson-info"))
+
         # (how, the package to install, its environment, what the install script prints)
         ways = [
             ("BLITZ_LIB_DIR", node_dir, dict(base, BLITZ_LIB_DIR=lib_dir), "(BLITZ_LIB_DIR)"),
+            ("BLITZ_LIB_DIR of a build directory outside the source tree", node_dir,
+             dict(base, BLITZ_LIB_DIR=elsewhere), "blitz.h from meson's source directory"),
             # No BLITZ_LIB_DIR, and pkg-config sees no installed blitz.pc.
             ("the checkout's build/", package,
              dict(base, PKG_CONFIG_LIBDIR=os.path.join(tmp, "no-pc"), PKG_CONFIG_PATH=""),

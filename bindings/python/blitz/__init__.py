@@ -15,6 +15,7 @@ Python callables hold the GIL while they run, so they run one at a time
 (unless the interpreter is free-threaded); C functions (blitz.TASK_FN for
 submit_c, blitz.RANGE_FN for parallel_for) run on all workers at once.
 """
+import importlib
 from concurrent.futures import BrokenExecutor
 from concurrent.futures.thread import BrokenThreadPool
 
@@ -29,12 +30,19 @@ from ._runtime import BlitzError, Future, PoolClosedError
 __version__ = "0.2.0"
 
 __all__ = [
-    "__version__", "library_version", "library_path",
+    "__version__", "library_version", "library_path", "aio",
     "Executor", "Future", "Pool", "Task", "BlitzError", "PoolClosedError",
     "BrokenExecutor", "BrokenThreadPool", "RANGE_FN", "TASK_FN",
     "BLZ_OK", "BLZ_EINVAL", "BLZ_ENOMEM", "BLZ_ETHREAD", "BLZ_ESHUTDOWN", "BLZ_EDEADLK",
     "BLZ_ETASK", "BLZ_EFORK", "BLZ_ETIMEDOUT", "BLZ_ECANCELED", "BLZ_MAX_THREADS",
 ]
+
+
+def __getattr__(name):
+    # blitz.aio on first use: `import blitz` does not pay for importing asyncio.
+    if name == "aio":
+        return importlib.import_module(".aio", __name__)   # which also sets blitz.aio
+    raise AttributeError(f"module 'blitz' has no attribute {name!r}")
 
 
 def library_version():

@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Tuple
 from ._capi import BLZ_MAX_THREADS
 from ._map import MapRun
 from ._operate import PoolOperations
-from ._runtime import KernelRun, LoopCall, Runtime, index_argument, interpreter_exiting
+from ._runtime import KernelRun, LoopCall, Runtime, index_argument, interpreter_exiting, raise_stored
 
 
 class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
@@ -70,15 +70,20 @@ class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
         map() was called raises TimeoutError; an iteration that stops early
         cancels the calls not started. No Future or task per call: at most
         one task per worker claims chunksize calls at a time, in input
-        order, until none is left (blitz._map)."""
+        order, until none is left (blitz._map). If an iterable raises part-way,
+        map() raises it, and the calls before it, accepted first, still run
+        (as in the standard executor, whose map has submitted them)."""
         if chunksize < 1:
             raise ValueError("chunksize must be >= 1.")
-        calls = list(zip(*iterables))
+        calls, failure = _argument_tuples(iterables)
+        if failure is not None and not calls:   # nothing was accepted: as the standard map
+            raise_stored(failure)
         with self._shutdown_lock:   # no shutdown between the check and the start
             self._check_open()
-            if not calls:
-                return iter(())
-            return MapRun(self._runtime, fn, calls, chunksize, timeout).results()
+            results = MapRun(self._runtime, fn, calls, chunksize, timeout).results() if calls else iter(())
+        if failure is not None:   # the calls before it run all the same
+            raise_stored(failure)
+        return results
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         """Refuses new work, then (wait=True) waits until every submitted
@@ -135,11 +140,10 @@ class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
 
     # -- the rest -------------------------------------------------------
 
-    def _start_parallel_for(self, begin, end, kernel, arg, grain) -> Tuple[KernelRun, LoopCall]:
+    def _start_parallel_for(self, begin, end, kernel, arg, grain) -> KernelRun:
         """For blitz.aio: parallel_for started as a cancellable KernelRun, from outside the pool."""
         self._check_open()
-        loop = LoopCall(self._runtime, begin, end, kernel, arg, grain)
-        return self._runtime.start_kernel(loop), loop
+        return KernelRun(self._runtime, LoopCall(self._runtime, begin, end, kernel, arg, grain)).start()
 
     def _check_open(self):
         if self._runtime.broken is not None:
@@ -157,3 +161,14 @@ class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
     def __repr__(self):
         return (f"<blitz.Executor max_workers={self._max_workers} "
                 f"{'shut down' if self._shutdown else self._runtime.state_name}>")
+
+
+def _argument_tuples(iterables):
+    """The argument tuples of map's calls, and the exception that ended the
+    iterables early (or None): the tuples before it are still called."""
+    calls = []
+    try:
+        calls.extend(zip(*iterables))   # keeps the tuples it got before an exception
+    except BaseException as exc:   # what the standard map lets through, after submitting the rest
+        return calls, exc
+    return calls, None

@@ -17,8 +17,8 @@ so each wakes a sleeping worker when one is free.
 
 What the standard semantics need, and what keeps them:
 - every call is accepted when map() returns: the calls are collected
-  then, and each drainer holds a unit of the runtime's busy count, so
-  shutdown(wait=True) waits for them;
+  then, and each drainer is a task, whose unit of the runtime's busy
+  count makes shutdown(wait=True) wait for it;
 - a call that raises does not stop the others; its exception is raised
   when the iteration reaches it;
 - an iteration that stops early (an exception, a timeout, the generator
@@ -26,6 +26,9 @@ What the standard semantics need, and what keeps them:
   claims, and the group's cancel skips drainers not started;
   shutdown(cancel_futures=True) does the same (Runtime.cancel_queued); a
   call that never ran reads as cancelled (CancelledError);
+- a result is held by the run only until the consumer takes it (the run
+  then keeps a placeholder) and the consumer's generator keeps no name
+  for it: once the caller drops a result, it is freed (CPython's issue 14406);
 - waiting on one of the pool's own workers waits in C for the drainers
   (Future.exception on each), which runs them instead of blocking the
   worker they may need.
@@ -37,20 +40,26 @@ last one gives the group back. The group is the run's until then, and
 cancel() touches it only before (both under `_lock`), so a late cancel
 cannot skip another run's work.
 
-Shared state (the next claim, the outcomes, the index the consumer waits
-for, the drainers left) is guarded by `_lock`, never by the GIL;
-`cancelled` is a flag written once under it (a drainer reading it late
-starts one more call, as a cancel coming while a call starts does in the
-standard executor).
+Shared state (the next claim, the outcomes, the waiting consumer, the
+drainers left) is guarded by `_lock`, a _thread lock taken by `with`,
+never by the GIL. The consumer waits on a lock of its own (`_waiter`),
+which a drainer that publishes what it waits for releases: no
+threading.Condition, whose Python methods an interrupt (Ctrl-C on the
+consumer's thread) can cut in the middle with its lock held
+(_runtime.py, "Interrupts"). `cancelled` is a flag written once under
+`_lock` (a drainer reading it late starts one more call, as a cancel
+coming while a call starts does in the standard executor).
 """
 from __future__ import annotations
 
+import _thread
 import concurrent.futures
-import threading
 import time
 from concurrent.futures.thread import BrokenThreadPool
 
 from ._runtime import _RUN_TASK, Future, PoolClosedError, _strip
+
+_ALL = -1   # what the consumer of outcomes() waits for: every drainer done
 
 
 class MapRun:
@@ -63,46 +72,42 @@ class MapRun:
         self._calls = calls                   # an argument tuple per call; None once claimed
         self._chunksize = chunksize
         self._outcomes = [None] * len(calls)  # (True, value) or (False, exception) per call
-        self._lock = threading.Condition(threading.Lock())
+        self._lock = _thread.allocate_lock()
         self._next = 0                        # the first call not claimed yet
-        self._wanted = -1                     # the index the consumer waits for
-        self._drainers = []                   # their Futures
-        self._running = 1                     # drainers not done, + 1 while the constructor starts them
+        self._waiter = None                   # (index, lock) of the waiting consumer, if it waits
         self._failure = None                  # why a drainer could not run, if one could not
         self.cancelled = False
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._group = None
-        runtime.enter()   # raises if the pool refuses the run; keeps it alive while starting
+        count = min(runtime.num_threads, -(-len(calls) // chunksize))
+        self._drainers = [Future(runtime, (self._drain, (), {})) for _ in range(count)]
+        self._running = count                 # drainers not done (the ones never spawned are cancelled)
+        for drainer in self._drainers:
+            drainer.add_done_callback(self._drainer_done)
         try:
             self._group = runtime.take_group()
-            self._start_drainers(min(runtime.num_threads, -(-len(calls) // chunksize)))
-        except BaseException:
-            self.cancel()   # drainers started: stop what can be stopped, as an early stop does
-            raise
-        finally:
-            runtime.leave()
-            self._unit_done(None)   # the constructor's unit: the group stays ours until here
-
-    def _start_drainers(self, count):
-        self._runtime.add_cancellable(self)
-        for _ in range(count):
-            future = Future(self._runtime, (self._drain, (), {}))
-            with self._lock:
-                self._running += 1
-            try:
-                self._runtime.spawn(future, _RUN_TASK, group=self._group)
-            except PoolClosedError:
-                with self._lock:
-                    self._running -= 1
-                if not self._drainers:
-                    raise
-                return   # closing meanwhile: the drainers started take every call
-            except BaseException:
-                with self._lock:
-                    self._running -= 1
+            runtime.add_cancellable(self)
+            for drainer in self._drainers:
+                runtime.spawn(drainer, _RUN_TASK, group=self._group)
+        except PoolClosedError:
+            if not any(map(_spawned, self._drainers)):
+                self._abandon()
                 raise
-            self._drainers.append(future)
-            future.add_done_callback(self._drainer_done)
+            self._cancel_unspawned()   # closing meanwhile: the drainers started take every call
+        except BaseException:
+            self._abandon()   # as an iteration stopped early: stop what can be stopped
+            raise
+
+    def _abandon(self):
+        self.cancel()
+        self._cancel_unspawned()
+
+    def _cancel_unspawned(self):
+        """A drainer whose task does not exist is cancelled here, so that its
+        done callback counts it out (its spawn cannot come any more)."""
+        for drainer in self._drainers:
+            if not _spawned(drainer):
+                drainer.cancel()
 
     # -- on the workers ---------------------------------------------------
 
@@ -137,15 +142,15 @@ class MapRun:
         with self._lock:
             end = lo + len(outcomes)
             self._outcomes[lo:end] = outcomes
-            if lo <= self._wanted < end:
-                self._lock.notify()
+            if self._waiter is not None and lo <= self._waiter[0] < end:
+                self._wake()
 
     def _drainer_done(self, future):
-        """A drainer's done callback."""
+        """A drainer's done callback (on a worker, or where it was cancelled)."""
         self._unit_done(None if future.cancelled() else future.exception())
 
     def _unit_done(self, why):
-        """The last unit settles the calls that never ran: cancelled, or
+        """The last drainer settles the calls that never ran: cancelled, or
         failed with why a drainer could not run."""
         with self._lock:
             self._running -= 1
@@ -155,10 +160,16 @@ class MapRun:
             for i, outcome in enumerate(self._outcomes):
                 if outcome is None:
                     self._outcomes[i] = (False, self._failure or concurrent.futures.CancelledError())
-            self._lock.notify_all()
+            if self._waiter is not None:
+                self._wake()
         self._runtime.discard_cancellable(self)
         if self._group is not None:   # after _running hit 0: cancel() leaves it alone
             self._runtime.give_back_group(self._group)
+
+    def _wake(self):
+        """Releases the waiting consumer's lock (under _lock), once."""
+        waiter, self._waiter = self._waiter, None
+        waiter[1].release()
 
     # -- the consumer -----------------------------------------------------
 
@@ -175,12 +186,15 @@ class MapRun:
         """The results in order; raises a call's exception when reaching it."""
         try:
             for i in range(len(self._outcomes)):
-                ok, value = self._wait_for(i)
-                if not ok:
-                    raise value
-                yield value
+                yield self._result(i)   # no name here holds the result once yielded
         finally:
             self.cancel()
+
+    def _result(self, i):
+        ok, value = self._wait_for(i)
+        if not ok:
+            raise value
+        return value
 
     def outcomes(self):
         """Waits until every call has run (or was cancelled) and returns
@@ -188,31 +202,42 @@ class MapRun:
         cancels the calls not started."""
         try:
             self._wait_for_drainers(None)
-            with self._lock:
-                while self._running:
-                    self._lock.wait()
-                return list(self._outcomes)
+            self._wait_until(_ALL, lambda: None if self._running else True)
         except BaseException:
             self.cancel()
             raise
+        return list(self._outcomes)
 
     def _wait_for(self, i):
         with self._lock:
             outcome = self._take(i)
+        if outcome is not None:
+            return outcome
+        self._wait_for_drainers(self._remaining)
+        return self._wait_until(i, lambda: self._take(i))
+
+    def _wait_until(self, index, ready):
+        """ready() (asked under _lock) until it is not None, waiting for the
+        drainer that publishes `index` (or, for _ALL, the last one) between
+        tries; TimeoutError once the run's deadline has passed."""
+        waiter = _thread.allocate_lock()
+        waiter.acquire()   # held: the consumer blocks on it until a drainer releases it
+        while True:
+            with self._lock:
+                outcome = ready()
+                if outcome is None:
+                    self._waiter = (index, waiter)
             if outcome is not None:
                 return outcome
-        self._wait_for_drainers(self._remaining)
-        with self._lock:
-            self._wanted = i
-            try:
-                while (outcome := self._take(i)) is None:
-                    if not self._lock.wait(self._remaining()):
-                        if (outcome := self._take(i)) is not None:
-                            break
-                        raise concurrent.futures.TimeoutError()
-            finally:
-                self._wanted = -1
-        return outcome
+            remaining = self._remaining()
+            if waiter.acquire(True, -1 if remaining is None else remaining):
+                continue   # released by _wake, so taken again: ready for the next round
+            with self._lock:   # timed out, unless it was published meanwhile
+                self._waiter = None
+                outcome = ready()
+            if outcome is None:
+                raise concurrent.futures.TimeoutError()
+            return outcome
 
     def _wait_for_drainers(self, remaining):
         """On one of the pool's own workers: waits for the drainers in C,
@@ -236,6 +261,10 @@ class MapRun:
         if self._deadline is None:
             return None
         return max(0.0, self._deadline - time.monotonic())
+
+
+def _spawned(drainer):
+    return bool(drainer._task_cell.value)
 
 
 _TAKEN = (True, None)   # stands for an outcome the consumer has taken

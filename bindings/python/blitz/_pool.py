@@ -133,7 +133,7 @@ class Pool(PoolOperations):
 
     def __repr__(self):
         runtime = self._runtime
-        if runtime is None or runtime._ptr is None:
+        if runtime is None or not hasattr(runtime, "num_threads"):   # the pool was never created
             return "<blitz.Pool (not created)>"
         return (f"<blitz.Pool name={runtime.name!r} num_threads={runtime.num_threads} "
                 f"{runtime.state_name}>")

@@ -21,11 +21,12 @@ user's function pointer as blz_fn and the same on_done. Nothing polls.
 Handles. Each task is spawned with a blz_task handle, so that a worker of
 the same pool that waits for the Future can wait in C, running the pool's
 other jobs meanwhile (blz_task_wait_for), instead of blocking a worker the
-task may need. Exactly one party frees each handle, decided under the
-Future's _handle_lock: a waiter takes it out (blz_task_wait_for frees it
-unless it timed out, and then the waiter puts it back); otherwise on_done
-detaches it, or, if on_done ran before the spawner stored it, the spawner
-does. Dropped Futures leak nothing and need no reaper.
+task may need. blz_spawn_ex writes the handle straight into the Future's
+_task_cell. Exactly one party frees it, decided under the Future's
+_handle_lock: a waiter takes it (blz_task_wait_for frees it unless it
+timed out, and then the waiter gives it back, and detaches it if on_done
+has passed meanwhile); otherwise on_done detaches it. Dropped Futures leak
+nothing and need no reaper.
 
 The GIL. Calls that may wait go through _capi.lib (ctypes.CDLL), which
 releases the GIL, since what they wait for may need it. Short calls that
@@ -36,33 +37,75 @@ an executor's initializer sets up, last for the worker's life, and a
 callback does not build and tear down a thread state each time.
 
 Lifetimes. The C pool is freed by blz_pool_destroy, after which no call on
-it may start. _Runtime.busy counts the units that may still touch it: a C
-call from a thread outside the pool while it runs, and each task from its
-spawn until its on_done has completed its Future. close() refuses new
-units from outside, waits (interruptibly) until busy is 0, and only then
-destroys the pool: a task may spawn more while it runs, since its own unit
-keeps busy above 0. A worker's own C calls need no unit: the task it runs
-holds one. A buffer passed as a C argument stays exported (pinned, so that
-a bytearray cannot move) until the C code that uses it has returned.
-Runtimes left open are closed by an atexit handler, before the
-interpreter finalizes, so no callback can run in a finalizing interpreter.
+it may start. A unit of busy stands for something that may still touch
+it: a C call from a thread outside the pool while it runs, and each task
+from its spawn until its on_done has completed its Future. A unit is a
+lock of its own, held while it lasts and listed in Runtime._units.
+close() refuses new units from outside, waits (interruptibly) for every
+listed unit's lock, and only then destroys the pool; a task may spawn
+more while it runs, since its own unit is still listed. The groups are
+freed after the pool. A buffer passed as a C argument stays exported
+(pinned, so that a bytearray cannot move) until the C code that uses it
+has returned. Runtimes left open are closed by an atexit handler, before
+the interpreter finalizes (a worker taking the GIL in a finalizing
+interpreter would be ended by pthread_exit inside its job), and Ctrl-C
+cannot make that handler return early (see _close_all_at_exit).
+
+Interrupts. CPython raises an asynchronous exception (KeyboardInterrupt
+for Ctrl-C, or what another signal handler raises) only on the main
+thread, and only where its eval loop checks for pending calls: at the
+start of a Python function (or of a generator's resumption), right after
+a call returns (before its result is stored), and at a loop's backward
+jump; also inside a blocking wait that checks for signals (a lock's
+acquire), which then has taken nothing. The workers never get one, so on_done
+and the trampolines need none of what follows. On the main thread the
+binding keeps its state whole at each such point by four rules:
+  1. Locks are _thread locks taken by `with`: the lock's own (C)
+     __enter__ takes it, and any exception after that reaches its (C)
+     __exit__. No threading.Condition: its __enter__ is Python, and an
+     interrupt after its lock is taken and before `with` owns it leaves
+     the lock held for ever. A Future's condition gets C-level
+     __enter__/__exit__ (_Condition).
+  2. A unit is given back by releasing its lock, one C call at the head
+     of the `with`, finally or on_done that owns it; close() waits for
+     each unit's lock, never for a count that an interrupted decrement
+     could leave wrong.
+  3. What C creates is recorded before the call, in a ctypes cell the
+     call itself writes (the pool, each group, each task's handle): an
+     interrupt after the call returns loses nothing, and a caller's
+     finally asks the cell whether the call happened.
+  4. What C frees is taken out of its record first, with no such point
+     between that and the call (take-then-call): freed exactly once.
+Steps that cannot be one C call are ordered so that an interrupt between
+them leaves only work that the next close() or the exit handler finishes,
+or a spare group not reused before the pool closes: never a held lock, a
+unit counted for nothing, a double free or a Future that cannot
+complete. tests/ctrl_c_child.py raises KeyboardInterrupt at every such
+point of the main thread's calls, in turn, and checks this. Two Ctrl-C
+in a row may still land in an interrupted call's own cleanup (a group
+not given back, a map's or loop's calls not cancelled): a leak until the
+pool closes, or work that runs to its end, never a crash or a wedge.
 
 Free-threaded CPython. Shared state is guarded by locks, never by the GIL:
-_Runtime's condition guards its state, busy count and groups; a Future's
-_handle_lock its handle; the registries are dicts used by single
-operations (each atomic in both builds). Python callables then really run
-on all workers at once.
+_Runtime._mutex guards its state and groups; a Future's _handle_lock its
+handle; _units, _callbacks and the other registries are sets, dicts and
+lists used by single operations (each atomic in both builds, under the
+object's own lock there). Python callables then really run on all
+workers at once.
 """
 from __future__ import annotations
 
 import _thread
 import atexit
+import collections
 import concurrent.futures
 import ctypes
 import logging
 import math
 import operator
 import os
+import signal
+import sys
 import threading
 from ctypes import byref, c_int, c_void_p
 from concurrent.futures.thread import BrokenThreadPool
@@ -207,7 +250,12 @@ class _Pin:
 
     For a buffer object it holds a buffer export (PyObject_GetBuffer): the
     object stays alive and cannot move or resize (a bytearray refuses to)
-    while C code uses the address. For a ctypes object it holds a reference."""
+    while C code uses the address. For a ctypes object it holds a reference.
+
+    The export is made into the pin's own Py_buffer (export()), so that no
+    interrupt can come between taking it and the pin owning it; releasing
+    an export that was never made, or twice, does nothing (PyBuffer_Release
+    clears the view's object)."""
     __slots__ = ("address", "_obj", "_view")
 
     def __init__(self, address, obj=None, view=None):
@@ -215,13 +263,19 @@ class _Pin:
         self._obj = obj
         self._view = view
 
-    def release(self):
-        view, self._view, self._obj = self._view, None, None
-        if view is not None:
-            _python.PyBuffer_Release(byref(view))
+    def export(self, arg):
+        """Exports arg's buffer into this pin (a pin made with view=_PyBuffer())."""
+        _python.PyObject_GetBuffer(arg, byref(self._view), _PyBUF_C_CONTIGUOUS)
+        self.address = self._view.buf
 
-    def __del__(self):  # a backstop; the binding releases every pin itself
-        if self._view is not None:
+    def release(self):
+        view = self._view
+        if view is not None:
+            _python.PyBuffer_Release(byref(view))   # first: cleared once it has run
+        self._view = self._obj = None
+
+    def __del__(self):  # a backstop: a pin an interrupt dropped is released here
+        if getattr(self, "_view", None) is not None:
             self.release()
 
 
@@ -247,16 +301,16 @@ def c_argument(arg):
         return _Pin(ctypes.cast(arg, c_void_p).value, obj=arg)
     if isinstance(arg, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure, ctypes.Union)):
         return _Pin(ctypes.addressof(arg), obj=arg)
-    view = _PyBuffer()
+    pin = _Pin(None, view=_PyBuffer())
     try:
-        _python.PyObject_GetBuffer(arg, byref(view), _PyBUF_C_CONTIGUOUS)
+        pin.export(arg)
     except BufferError as exc:
         raise ValueError(f"arg's buffer cannot be passed to C: {exc}") from None
     except TypeError:
         raise TypeError("arg must be None, an int address, a ctypes object or an object with a "
                         f"C-contiguous buffer (numpy array, bytearray, memoryview), not "
                         f"{type(arg).__name__}") from None
-    return _Pin(view.buf, view=view)
+    return pin
 
 
 # ---------------------------------------------------------------- callbacks from C
@@ -298,20 +352,80 @@ _RUN_RANGE = RANGE_FN(_run_range)
 
 
 def _spawn_scratch():
-    """This thread's blz_spawn_options and out_task cell, taken out of the
+    """This thread's blz_spawn_options and its address, taken out of the
     thread-local store while in use: a signal handler that spawns in the
-    middle of a spawn gets a pair of its own."""
+    middle of a spawn gets one of its own."""
     scratch = _tls.__dict__.pop("scratch", None)
     if scratch is None:
         options = SpawnOptions()
         _held.blz_spawn_options_init(byref(options))
         options.on_done = _TASK_DONE
-        cell = c_void_p()
-        scratch = (options, ctypes.addressof(options), cell, ctypes.addressof(cell))
+        scratch = (options, ctypes.addressof(options))
     return scratch
 
 
+_allocate_lock = _thread.allocate_lock
+
+
 # ---------------------------------------------------------------- Future
+
+_release_lock = operator.methodcaller("release")
+_release_saving = operator.methodcaller("_release_save")
+
+
+class _Condition(threading.Condition):
+    """A threading.Condition (over an RLock) that an interrupt on the
+    waiting thread cannot leave half-changed (see the module's "Interrupts").
+
+    threading.Condition's methods are Python: an interrupt right after
+    __enter__'s acquire returned leaves the lock held by a `with` that
+    never began, and the worker that completes the Future then blocks on
+    it for ever; one right after wait() released the lock, before its
+    `try`, makes `with` release a lock it no longer holds (RuntimeError
+    instead of the KeyboardInterrupt); one inside notify_all wakes only
+    some waiters. Here __enter__ and __exit__ are the lock's own C
+    methods, found through a C attrgetter; wait() releases the lock and
+    keeps its state in one C call inside its `try`, and takes it back
+    with the RLock's uninterruptible _acquire_restore; notify_all takes
+    the waiters out, then wakes them all in one C call. A Future's
+    condition becomes one by a change of class (no new lock)."""
+
+    __enter__ = property(operator.attrgetter("_lock.__enter__"))
+    __exit__ = property(operator.attrgetter("_lock.__exit__"))
+
+    def wait(self, timeout=None):
+        if not self._is_owned():
+            raise RuntimeError("cannot wait on un-acquired lock")
+        waiter = _allocate_lock()
+        waiter.acquire()
+        self._waiters.append(waiter)   # an interrupt from here to the try: a stale waiter, harmless
+        release = map(_release_saving, (self._lock,))   # lazy: nothing happens yet
+        saved = []
+        gotit = False
+        try:
+            saved.extend(release)   # releases the lock and keeps its state: one C call
+            if timeout is None:
+                waiter.acquire()
+                gotit = True
+            elif timeout > 0:
+                gotit = waiter.acquire(True, timeout)
+            else:
+                gotit = waiter.acquire(False)
+            return gotit
+        finally:
+            if saved:
+                self._acquire_restore(saved[0])   # C, blocking, not interruptible
+            if not gotit:
+                try:
+                    self._waiters.remove(waiter)
+                except ValueError:
+                    pass
+
+    def notify_all(self):
+        wake_all = map(_release_lock, self._waiters)   # lazy: nothing happens yet
+        self._waiters = collections.deque()
+        collections.deque(wake_all, 0)                 # one C call, no interrupt point inside
+
 
 class Future(concurrent.futures.Future):
     """A standard concurrent.futures.Future whose task runs on a libblitz pool.
@@ -325,14 +439,17 @@ class Future(concurrent.futures.Future):
 
     def __init__(self, runtime, work=None, pin=_NO_PIN):
         super().__init__()
+        self._condition.__class__ = _Condition
         self._runtime = runtime
         self._is_c_task = work is None
         self._work = work        # (fn, args, kwargs) of a Python task until it starts
         self._pin = pin          # a C task's argument, released when it is done
         self._outcome = None     # (True, value) or (False, exception), set by _run
-        self._handle = None
-        self._handle_lock = _thread.allocate_lock()
-        self._settled = False    # on_done has taken the handle (under _handle_lock)
+        self._unit = None        # the unit of busy the task holds until its on_done
+        self._task_cell = c_void_p()   # blz_spawn_ex writes the handle here: the task exists
+        self._handle_lock = _allocate_lock()
+        self._handle_taken = False     # a waiter or on_done has the handle (under _handle_lock)
+        self._settled = False          # on_done has run (under _handle_lock)
 
     def cancel(self):
         """Cancels the task if it has not started; returns whether it is
@@ -350,15 +467,7 @@ class Future(concurrent.futures.Future):
         self._wait_in_c(timeout)
         return super().exception(timeout)
 
-    # -- the handle -------------------------------------------------------
-
-    def _keep_handle(self, handle):
-        """Stores the handle for a waiter, or detaches it if on_done already ran."""
-        with self._handle_lock:
-            if not self._settled:
-                self._handle = handle
-                return
-        _held.blz_task_detach(handle)
+    # -- the handle (on the workers: no interrupt reaches this) -------------
 
     def _wait_in_c(self, timeout):
         """On a worker of the task's pool: waits in blz_task_wait_for, which
@@ -367,17 +476,27 @@ class Future(concurrent.futures.Future):
             return
         timeout = timeout_argument(timeout)
         with self._handle_lock:
-            handle, self._handle = self._handle, None
-        if handle is None:   # another waiter has it, or on_done is settling: wait the standard way
-            return
+            handle = None if self._handle_taken else self._task_cell.value
+            if handle is None:   # another waiter has it, on_done has passed, or no task yet
+                return
+            self._handle_taken = True
         ns = _NO_DEADLINE if timeout is None else min(int(timeout * 1e9), _NO_DEADLINE - 1)
         status = _lib.blz_task_wait_for(handle, ns)
         if status == BLZ_ETIMEDOUT or status == BLZ_EDEADLK:   # the handle is still valid
-            self._keep_handle(handle)
+            self._give_back_handle(handle)
             if status == BLZ_EDEADLK:
                 raise BlitzError(status, "a task waits for its own result, or for work it is part of")
             raise concurrent.futures.TimeoutError()
         # The task has finished: its on_done completed this Future before the wait returned.
+
+    def _give_back_handle(self, handle):
+        """After a wait that did not free the handle: for the next waiter,
+        or detached here if on_done passed meanwhile."""
+        with self._handle_lock:
+            detach = self._settled
+            self._handle_taken = detach
+        if detach:
+            _held.blz_task_detach(handle)
 
     # -- on the worker -----------------------------------------------------
 
@@ -401,8 +520,8 @@ class Future(concurrent.futures.Future):
         waiter holds it, and gives back the task's unit of busy."""
         try:
             with self._handle_lock:
-                handle, self._handle = self._handle, None
-                self._settled = True
+                handle = None if self._handle_taken else self._task_cell.value
+                self._handle_taken = self._settled = True
             if handle is not None:
                 _held.blz_task_detach(handle)
             pin, self._pin = self._pin, None
@@ -410,7 +529,7 @@ class Future(concurrent.futures.Future):
                 pin.release()
             self._complete(status)
         finally:
-            self._runtime.leave()
+            self._runtime.give_back(self._unit)
 
     def _complete(self, status):
         outcome, self._outcome = self._outcome, None
@@ -479,8 +598,8 @@ def raise_stored(exc):
 
 # ---------------------------------------------------------------- the runtime
 
-_OPEN, _DRAINING, _DESTROYING, _CLOSED = range(4)
-STATE_NAMES = ("open", "closing", "closing", "closed")
+_OPEN, _DRAINING, _CLOSED = range(3)
+STATE_NAMES = ("open", "closing", "closed")
 
 _registry_lock = threading.Lock()
 _open_runtimes = set()   # strong references: a runtime lives until it is closed
@@ -496,12 +615,15 @@ class Runtime:
 
     def __init__(self, num_threads, name, initializer=None, initargs=(), cpu_list=None):
         self._state = _CLOSED     # until created: close() and repr work on a failed init
-        self._ptr = None
-        self._lock = threading.Condition(threading.Lock())
-        self._busy = 0
-        self._groups = []         # every group made, freed after the pool
-        self._spare_groups = []   # groups of finished kernel runs, for the next one
-        self._task_group = None
+        self._ptr = None          # the pool, once created (a copy of _pool_cell's value)
+        self._pool_cell = c_void_p()   # blz_pool_create writes the pool here; _destroy takes it out
+        self._key = id(self)
+        self._mutex = _allocate_lock()           # guards _state, the group cells, broken
+        self._destroy_mutex = _allocate_lock()   # the closer that destroys holds it
+        self._units = set()       # the lock of each unit of busy (see the module's docstring)
+        self._group_cells = []    # a c_void_p per group made, freed after the pool
+        self._spare_groups = []   # cells of groups of finished runs, for the next one
+        self._task_group_cell = None
         self._cancellables = set()  # map runs that cancel_queued cancels (MapRun)
         self.broken = None        # why the pool is unusable (an initializer raised), else None
         self.name = name
@@ -532,29 +654,30 @@ class Runtime:
         config.cpu_list = None if cpu_list is None else cpu_list.encode("ascii", "replace")
         config.on_thread_start = _THREAD_STARTED
         config.on_thread_stop = _THREAD_STOPPING
-        config.user = id(self)
-        handle = c_void_p()
+        config.user = self._key
         with _registry_lock:
             if _exiting:
                 raise RuntimeError("blitz: cannot create a pool once the interpreter is exiting")
-            _callbacks[id(self)] = self   # the hooks find it from the first worker's start
-            status = _lib.blz_pool_create(byref(config), byref(handle))
+            _callbacks[self._key] = self   # the hooks find it from the first worker's start
+            _open_runtimes.add(self)       # before the pool exists: an interrupted __init__ is closed at exit
+            status = _lib.blz_pool_create(byref(config), byref(self._pool_cell))
             if status != BLZ_OK:
-                del _callbacks[id(self)]
+                _open_runtimes.discard(self)
+                del _callbacks[self._key]
                 check(status, "blz_pool_create")
-            self._ptr = handle.value
+            self._ptr = self._pool_cell.value
             self.num_threads = _held.blz_pool_num_threads(self._ptr)
             self._state = _OPEN
-            _open_runtimes.add(self)
         try:
             group = self._new_group()
         except BaseException:
             self.close()
             raise
-        with self._lock:
-            self._task_group = group
-            if self.broken is not None:   # an initializer failed before the group existed
-                _held.blz_group_cancel(group)
+        with self._mutex:
+            self._task_group_cell = group
+            broken = self.broken
+        if broken is not None:   # an initializer failed before the group existed
+            self.cancel_group(group)
 
     # -- workers --------------------------------------------------------
 
@@ -581,12 +704,12 @@ class Runtime:
             _python.PyGILState_Release(gilstate)
 
     def _mark_broken(self, why):
-        with self._lock:
+        with self._mutex:
             if self.broken is None:
                 self.broken = why
-            group = self._task_group
+            group = self._task_group_cell
         if group is not None:   # queued tasks are skipped, and fail with BrokenThreadPool
-            _held.blz_group_cancel(group)
+            self.cancel_group(group)
 
     def is_own_worker(self):
         """Whether the calling thread is one of this pool's workers."""
@@ -594,20 +717,37 @@ class Runtime:
 
     # -- admission ------------------------------------------------------
 
-    def enter(self):
-        """Counts a unit of busy (see the module's docstring); returns the pool pointer."""
-        with self._lock:
-            state = self._state
-            if state == _OPEN or (state == _DRAINING and self.is_own_worker()):
-                self._busy += 1
-                return self._ptr
-        raise PoolClosedError()
+    def _admits(self):
+        """Whether a new unit may start: the pool is open, or closing and
+        this is one of its workers (running a task, whose unit is held).
+        Asked after the unit is listed in _units: close() changes the state
+        before it reads _units, so either close() sees the unit and waits
+        for it, or this sees the change and refuses."""
+        state = self._state
+        return state == _OPEN or (state == _DRAINING and self.is_own_worker())
 
-    def leave(self):
-        with self._lock:
-            self._busy -= 1
-            if self._busy == 0 and self._state == _DRAINING:
-                self._lock.notify_all()
+    def call_admitted(self, cfunc, *args):
+        """cfunc(*args), a C call on the pool (or one of its groups), as a unit
+        of busy: refused with PoolClosedError once close() has begun (from
+        outside the pool), and the pool outlives it. Returns its status.
+
+        A pool or group pointer among args may be read before admission:
+        it is used only if admitted, and it cannot be freed once admitted."""
+        unit = _allocate_lock()
+        with unit:                  # held from before it is listed until `with` ends, whatever happens
+            self._units.add(unit)
+            try:
+                if not self._admits():
+                    raise PoolClosedError()
+                status = cfunc(*args)
+            finally:
+                self._units.discard(unit)
+        return status
+
+    def give_back(self, unit):
+        """Gives back a task's unit (its on_done, on a worker)."""
+        self._units.discard(unit)
+        unit.release()
 
     @property
     def closed(self):
@@ -619,30 +759,44 @@ class Runtime:
 
     def ensure_usable(self):
         """Raises PoolClosedError where a call on the pool would."""
-        self.enter()
-        self.leave()
+        if not self._admits():
+            raise PoolClosedError()
 
     # -- tasks ------------------------------------------------------------
 
     def spawn(self, future, fn, arg=None, group=None):
-        """Spawns fn (a blz_fn) as a task of group (default: the pool's task
-        group) whose on_done completes future; arg None passes the future's
-        key (Python tasks). Raises, with nothing spawned, on failure."""
-        ptr = self.enter()   # this unit is the task's: on_done gives it back
+        """Spawns fn (a blz_fn) as a task whose on_done completes future, in
+        group (a cell from take_group; default: the pool's task group); arg
+        None passes the future's key (Python tasks). Raises, with nothing
+        spawned, on failure. An interrupt may also come once the task exists
+        (future._task_cell is set): it then runs and completes future."""
         key = id(future)
-        _callbacks[key] = future
-        scratch = _spawn_scratch()
-        options, options_address, cell, cell_address = scratch
-        options.group = group or self._task_group
-        options.done_arg = key
-        status = _held.blz_spawn_ex(ptr, fn, key if arg is None else arg, options_address, cell_address)
-        handle = cell.value
-        _tls.scratch = scratch
-        if status != BLZ_OK:
-            del _callbacks[key]
-            self.leave()
+        task = future._task_cell
+        unit = _allocate_lock()
+        unit.acquire()              # listed below; given back by on_done, or by the finally if no task
+        future._unit = unit
+        try:
+            self._units.add(unit)
+            if not self._admits():
+                raise PoolClosedError()
+            _callbacks[key] = future
+            options, options_address = scratch = _spawn_scratch()
+            group = self._task_group_cell if group is None else group
+            options.group = None if group is None else group.value   # alive: we hold a unit
+            options.done_arg = key
+            status = _held.blz_spawn_ex(self._ptr, fn, key if arg is None else arg, options_address,
+                                        ctypes.addressof(task))
+            _tls.scratch = scratch
             check(status, "blz_spawn_ex")
-        future._keep_handle(handle)
+        finally:
+            # The handle is written (by C) if and only if the task exists:
+            # blz_spawn_ex leaves out_task untouched when it fails.
+            if not task.value:
+                try:
+                    _callbacks.pop(key, None)
+                finally:
+                    unit.release()
+                    self._units.discard(unit)
         return future
 
     def submit(self, fn, args, kwargs):
@@ -652,32 +806,31 @@ class Runtime:
     def submit_c(self, cfunc, arg):
         """cfunc(arg) as a task, called by the worker directly; returns its Future."""
         check_c_function(cfunc, FN, "cfunc")
-        pin = c_argument(arg)
+        pin = c_argument(arg)    # if an interrupt loses it before the try, _Pin.__del__ releases it
+        future = Future(self, None, pin)
         try:
-            return self.spawn(Future(self, None, pin), cfunc, pin.address or 0)
+            self.spawn(future, cfunc, pin.address or 0)
         except BaseException:
-            pin.release()
+            if not future._task_cell.value:   # no task: the pin is still ours
+                pin.release()
             raise
+        return future
 
     def cancel_queued(self):
         """Cancels the task group and the map runs: the tasks and calls that
         have not started are skipped."""
-        with self._lock:
-            group = self._task_group
-            runs = list(self._cancellables)
+        group = self._task_group_cell
         if group is not None:
-            _held.blz_group_cancel(group)
-        for run in runs:
+            self.cancel_group(group)
+        for run in list(self._cancellables):
             run.cancel()
 
     def add_cancellable(self, run):
         """run.cancel() is called by cancel_queued until discard_cancellable(run)."""
-        with self._lock:
-            self._cancellables.add(run)
+        self._cancellables.add(run)
 
     def discard_cancellable(self, run):
-        with self._lock:
-            self._cancellables.discard(run)
+        self._cancellables.discard(run)
 
     # -- inline fork-join -----------------------------------------------
 
@@ -710,52 +863,45 @@ class Runtime:
         if self.is_own_worker():   # the task this worker runs keeps the pool alive
             status = loop()
         else:
-            status = self.start_kernel(loop).wait()
+            status = KernelRun(self, loop).run()
         loop.raise_for(status)
-
-    def start_kernel(self, loop):
-        """Runs loop (a LoopCall) as a KernelRun, from outside the pool; if
-        that fails, releases what the loop holds."""
-        try:
-            self.enter()   # the pool stays alive while the group is taken and the task spawned
-        except BaseException:
-            loop.release()
-            raise
-        try:
-            return KernelRun(self, loop)
-        except BaseException:
-            loop.release()
-            raise
-        finally:
-            self.leave()
 
     # -- groups ---------------------------------------------------------
 
     def _new_group(self):
-        handle = c_void_p()
-        check(_held.blz_group_create_ex(self._ptr, 0, byref(handle)), "blz_group_create_ex")
-        with self._lock:
-            self._groups.append(handle.value)
-        return handle.value
+        """The cell of a new group. The cell is recorded before the group
+        exists (blz_group_create_ex writes it), so none is lost to an interrupt."""
+        self.ensure_usable()   # no cell recorded for a pool that refuses anyway
+        cell = c_void_p()
+        self._group_cells.append(cell)
+        check(self.call_admitted(_held.blz_group_create_ex, self._ptr, 0, byref(cell)), "blz_group_create_ex")
+        return cell
 
     def take_group(self):
-        """A group of no unfinished task and not cancelled, for one kernel run."""
-        with self._lock:
-            group = self._spare_groups.pop() if self._spare_groups else None
-        if group is not None:
-            # Resets a cancellation; BLZ_ETIMEDOUT: its last task is still ending.
-            if _lib.blz_group_wait_for(group, 0) != BLZ_ETIMEDOUT:
-                return group
-            self.give_back_group(group)
+        """The cell of a group of no unfinished task and not cancelled, for
+        one run; give it back with give_back_group once its tasks are done.
+        A cell an interrupt loses is only not reused: the group is freed
+        with the pool."""
+        try:
+            cell = self._spare_groups.pop()
+        except IndexError:
+            return self._new_group()
+        # Resets a cancellation; BLZ_ETIMEDOUT: its last task is still ending.
+        if self.call_admitted(_lib.blz_group_wait_for, cell.value, 0) != BLZ_ETIMEDOUT:
+            return cell
+        self.give_back_group(cell)
         return self._new_group()
 
-    def give_back_group(self, group):
-        with self._lock:
-            self._spare_groups.insert(0, group)
+    def give_back_group(self, cell):
+        self._spare_groups.insert(0, cell)   # reused last: its last task has time to end
 
-    def cancel_group(self, group):
-        """Tasks of a group taken by take_group that have not started are skipped."""
-        _held.blz_group_cancel(group)
+    def cancel_group(self, cell):
+        """Tasks of the group that have not started are skipped. Harmless
+        once the group is freed: the cell is empty then."""
+        with self._mutex:   # groups are freed under it: this one stays alive until the cancel returns
+            group = cell.value
+            if group:
+                _held.blz_group_cancel(group)
 
     # -- the rest -------------------------------------------------------
 
@@ -763,12 +909,7 @@ class Runtime:
         """blz_pool_stats as a dict."""
         stats = Stats()
         stats.struct_size = ctypes.sizeof(Stats)
-        ptr = self.enter()
-        try:
-            status = _held.blz_pool_stats(ptr, byref(stats))
-        finally:
-            self.leave()
-        check(status, "blz_pool_stats")
+        check(self.call_admitted(_held.blz_pool_stats, self._ptr, byref(stats)), "blz_pool_stats")
         return {name: getattr(stats, name) for name, _ in Stats._fields_}
 
     def worker_stats(self, index):
@@ -776,12 +917,8 @@ class Runtime:
         index = index_argument(index, "index")
         stats = Stats()
         stats.struct_size = ctypes.sizeof(Stats)
-        ptr = self.enter()
-        try:
-            status = _held.blz_worker_stats(ptr, index if 0 <= index <= 0xFFFFFFFF else 0xFFFFFFFF, byref(stats))
-        finally:
-            self.leave()
-        check(status, "blz_worker_stats")
+        index = index if 0 <= index <= 0xFFFFFFFF else 0xFFFFFFFF
+        check(self.call_admitted(_held.blz_worker_stats, self._ptr, index, byref(stats)), "blz_worker_stats")
         return {name: getattr(stats, name) for name, _ in Stats._fields_}
 
     def set_max_active(self, n):
@@ -789,12 +926,8 @@ class Runtime:
         n = 0 if n is None else index_argument(n, "n")
         if n < 0:
             raise ValueError(f"n must be 0 or more, not {n}")
-        ptr = self.enter()
-        try:
-            status = _held.blz_pool_set_max_active(ptr, min(n, 0xFFFFFFFF))
-        finally:
-            self.leave()
-        check(status, "blz_pool_set_max_active")
+        check(self.call_admitted(_held.blz_pool_set_max_active, self._ptr, min(n, 0xFFFFFFFF)),
+              "blz_pool_set_max_active")
 
     def trace_start(self, path):
         """blz_pool_trace_start: records the workers' activity for the file at path.
@@ -802,81 +935,100 @@ class Runtime:
         encoded = os.fsencode(path)
         if b"\0" in encoded:
             raise ValueError("path contains a NUL byte")
-        ptr = self.enter()
-        try:
-            status = _lib.blz_pool_trace_start(ptr, encoded)
-        finally:
-            self.leave()
-        check(status, "blz_pool_trace_start")
+        check(self.call_admitted(_lib.blz_pool_trace_start, self._ptr, encoded), "blz_pool_trace_start")
 
     def trace_stop(self):
         """blz_pool_trace_stop: writes the file (the GIL released meanwhile)."""
-        ptr = self.enter()
-        try:
-            status = _lib.blz_pool_trace_stop(ptr)
-        finally:
-            self.leave()
-        check(status, "blz_pool_trace_stop")
+        check(self.call_admitted(_lib.blz_pool_trace_stop, self._ptr), "blz_pool_trace_stop")
+
+    # -- closing ----------------------------------------------------------
 
     def close(self):
         """Waits for every accepted task, stops the workers and frees the pool.
 
         Idempotent; concurrent calls all return once it is closed. The wait
         is interruptible (Ctrl-C): then the pool stays closing, and a later
-        close() (or the exit handler) finishes it. From one of the pool's own
-        workers it raises BlitzError (BLZ_EDEADLK) and waits for nothing."""
+        close() (or the exit handler) finishes it; an interrupt at any other
+        point leaves it the same way. From one of the pool's own workers it
+        raises BlitzError (BLZ_EDEADLK) and waits for nothing."""
         if self.is_own_worker():   # nothing changes
             raise BlitzError(BLZ_EDEADLK, "closing a pool from one of its own workers")
-        with self._lock:
+        with self._mutex:
             if self._state == _OPEN:
                 self._state = _DRAINING
-            while self._state != _CLOSED and (self._busy or self._state == _DESTROYING):
-                self._lock.wait()
-            if self._state == _CLOSED:
-                return
-            self._state = _DESTROYING
+        self._wait_idle()
         self._destroy()
 
     def close_soon(self):
         """Refuses new work from outside at once, and frees the pool once
         the accepted work is done, without waiting for it here."""
-        with self._lock:
+        with self._mutex:
             if self._state == _OPEN:
                 self._state = _DRAINING
-            idle = self._busy == 0
-        if idle:   # nothing to wait for: free it now
+        if not self._units:   # nothing to wait for: free it now
             self.close()
             return
+        # A bare thread: threading.Thread.start() waits on an Event (a
+        # threading.Condition), which Ctrl-C can leave held, and the new
+        # thread then hangs before it runs. If this close() is still under
+        # way at exit, the exit handler's own close() waits for it (on
+        # _destroy_mutex), so the pool is freed before finalization.
         try:
-            threading.Thread(target=self.close, name=f"{self.name or 'blz'}-close").start()
+            _thread.start_new_thread(self.close, ())
         except RuntimeError:   # no new threads at interpreter shutdown: wait here
             self.close()
 
+    def _wait_idle(self):
+        """Waits until no unit is held. Interruptible, and changes nothing
+        but _units (the units given back are taken off it)."""
+        while True:
+            units = list(self._units)   # one C call: a snapshot
+            if not units:
+                return
+            for unit in units:
+                with unit:   # returns once the unit's owner has given it back
+                    pass
+                self._units.discard(unit)
+
     def _destroy(self):
-        status = _lib.blz_pool_destroy(self._ptr)   # waits for stop hooks; no task is left
-        try:
-            if status not in (BLZ_OK, BLZ_EFORK):
-                raise BlitzError(status, "blz_pool_destroy")
-            with self._lock:
-                groups, self._groups, self._spare_groups = self._groups, [], []
-            for group in groups:   # every task has finished: no wait blocks
-                _lib.blz_group_destroy(group)
-        finally:
-            failed = status not in (BLZ_OK, BLZ_EFORK)
-            with self._lock:
-                self._state = _DRAINING if failed else _CLOSED
-                self._lock.notify_all()
-            if not failed:
-                _callbacks.pop(id(self), None)
-                with _registry_lock:
-                    _open_runtimes.discard(self)
+        """Frees the pool, then its groups, then forgets the runtime; each
+        step once. A step that an interrupt skipped is done by the next
+        close() (or the exit handler), which comes here again."""
+        with self._destroy_mutex:   # one closer frees; the others wait here and find it done
+            status = BLZ_OK
+            pool = self._pool_cell.value
+            self._pool_cell.value = None   # take-then-call
+            if pool:
+                status = _lib.blz_pool_destroy(pool)   # waits for stop hooks; no task is left
+                if status not in (BLZ_OK, BLZ_EFORK):   # nothing changed (blitz.h): a later close retries
+                    self._pool_cell.value = pool
+                    raise BlitzError(status, "blz_pool_destroy")
+            self._free_groups()
+            self._forget()
         if status == BLZ_EFORK:
             raise BlitzError(status, "closing in a child process: the workers were the parent's")
 
+    def _free_groups(self):
+        for cell in self._group_cells:
+            with self._mutex:   # cancel_group reads a cell under it
+                group = cell.value
+                cell.value = None   # take-then-call
+                if group:
+                    _lib.blz_group_destroy(group)   # every task has finished: no wait blocks
+
+    def _forget(self):
+        _callbacks.pop(self._key, None)   # the hooks' record: the workers are joined
+        self._ptr = None
+        with self._mutex:
+            self._state = _CLOSED
+        _open_runtimes.discard(self)   # last: until here the exit handler would finish the job
+
     def after_fork_in_child(self):
-        # The parent's locks may have been held by threads that do not exist here.
-        self._lock = threading.Condition(threading.Lock())
-        self._busy = 0
+        # The parent's locks may have been held, and its units taken, by
+        # threads that do not exist here.
+        self._mutex = _allocate_lock()
+        self._destroy_mutex = _allocate_lock()
+        self._units = set()
         if self._state != _CLOSED:
             self._state = _OPEN   # close() then frees it (blz_pool_destroy answers BLZ_EFORK)
         for record in list(_callbacks.values()):
@@ -887,9 +1039,8 @@ class Runtime:
 
 class LoopCall:
     """One blz_parallel_for call, checked and ready: calling it runs the
-    loop and returns its status; the argument's pin and a Python body's
-    registration are released when the loop returns (or by release() if it
-    never runs)."""
+    loop and returns its status; the argument's pin is released when the
+    loop returns (or by release() if it never runs)."""
 
     def __init__(self, runtime, begin, end, body, arg, grain):
         self.runtime = runtime
@@ -909,14 +1060,17 @@ class LoopCall:
                 raise TypeError("arg is for C bodies; a Python body gets (lo, hi) only")
             self.python_body, self.pin = _RangeBody(body), _NO_PIN
             self.c_body, self.c_arg = _RUN_RANGE, id(self.python_body)
-            _callbacks[self.c_arg] = self.python_body
 
     def __call__(self):
+        body = self.python_body
+        if body is not None:   # registered only while the loop runs (on a worker)
+            _callbacks[self.c_arg] = body
         try:
-            return _lib.blz_parallel_for(self.runtime._ptr, self.begin, self.end, self.grain,
-                                         self.c_body, self.c_arg)
+            status = _lib.blz_parallel_for(self.runtime._ptr, self.begin, self.end, self.grain,
+                                           self.c_body, self.c_arg)
         finally:
             self.release()
+        return status
 
     def release(self):
         self.pin.release()
@@ -934,42 +1088,76 @@ class LoopCall:
 class KernelRun:
     """A C kernel (or any blocking loop) run as a task of a group of its own,
     so that it can be cancelled: for parallel_for from outside the pool and
-    for blitz.aio. Made by Runtime.start_kernel."""
+    for blitz.aio."""
 
     def __init__(self, runtime, loop):
         self.runtime = runtime
-        self.group = runtime.take_group()
+        self.loop = loop
+        self.group = None
+        self.future = Future(runtime, (loop, (), {}))
+
+    def started(self):
+        """Whether the loop's task exists (then it owns the loop)."""
+        return bool(self.future._task_cell.value)
+
+    def start(self):
+        """Spawns the loop's task and returns self. If no task comes of it
+        (a failure, or an interrupt before it exists), releases what the
+        loop holds and gives the group back before raising."""
         try:
-            self.future = runtime.spawn(Future(runtime, (loop, (), {})), _RUN_TASK, group=self.group)
+            self.group = self.runtime.take_group()
+            self.runtime.spawn(self.future, _RUN_TASK, group=self.group)
         except BaseException:
-            runtime.give_back_group(self.group)
+            if not self.started():
+                self.loop.release()
+                self.give_back_group()
             raise
+        return self
 
-    def cancel(self):
-        """Pieces that have not started are skipped; running ones finish."""
-        self.runtime.cancel_group(self.group)
-
-    def finished(self):
-        """The loop's status, once its task is done; gives the group back."""
-        self.runtime.give_back_group(self.group)
-        return self.future.result()
-
-    def wait(self):
-        """Waits for the loop's status; on an interruption, cancels the loop,
-        waits until it has stopped, and re-raises."""
+    def run(self):
+        """Starts the loop and returns its status. Ctrl-C (any exception)
+        cancels it: pieces not started are skipped, and the exception is
+        raised again once the running pieces have returned. (A second
+        Ctrl-C meanwhile leaves the loop to end in the background; the
+        argument stays pinned until it has.)"""
         try:
+            self.start()
             self.future.exception()
         except BaseException:
-            self.cancel()
-            self.future.exception()
+            if self.started():
+                self.cancel()
+                self.wait_quietly()
             raise
         return self.finished()
 
+    def cancel(self):
+        """Pieces that have not started are skipped; running ones finish."""
+        if self.group is not None:
+            self.runtime.cancel_group(self.group)
+
+    def wait_quietly(self):
+        """Waits until the loop's task is done (run or skipped), then gives the group back."""
+        try:
+            self.future.exception()
+        except concurrent.futures.CancelledError:   # skipped before it started
+            pass
+        self.give_back_group()
+
+    def finished(self):
+        """The loop's status, once its task is done; gives the group back."""
+        self.give_back_group()
+        return self.future.result()
+
+    def give_back_group(self):
+        group, self.group = self.group, None
+        if group is not None:
+            self.runtime.give_back_group(group)
+
 
 def _fail_in_forked_child(self):
-    self._condition = threading.Condition()
-    self._handle_lock = _thread.allocate_lock()
-    self._handle = None
+    self._condition = _Condition()
+    self._handle_lock = _allocate_lock()
+    self._handle_taken = True   # the parent's handle: nothing to free here
     if not self.done():
         self.set_exception(BlitzError(BLZ_EFORK, "the task was queued in the parent process"))
 
@@ -977,18 +1165,81 @@ def _fail_in_forked_child(self):
 Future._fail_in_forked_child = _fail_in_forked_child
 
 
+# ---------------------------------------------------------------- exit
+
+class _InterruptAtExit(BaseException):
+    """What the first Ctrl-C raises while the exit handler waits for the pools."""
+
+
+_exit_sigint = []    # the SIGINT handler the exit handler found (filled by the swap below)
+_exit_armed = []     # [True] while the first Ctrl-C may interrupt the exit handler's wait
+_exit_presses = []   # each Ctrl-C received while the exit handler runs
+
+
+def _sigint_at_exit(signum, frame):
+    """SIGINT's handler while the exit handler runs."""
+    _exit_presses.append(signum)
+    if _exit_armed:
+        _exit_armed.clear()
+        raise _InterruptAtExit()
+    if len(_exit_presses) == 2:
+        print("blitz: Ctrl-C again at exit: running tasks cannot be stopped from outside; "
+              "still waiting for them (SIGQUIT or SIGKILL ends the process at once)",
+              file=sys.stderr, flush=True)
+
+
 def _close_all_at_exit():
-    """Closes the pools left open, while the interpreter can still run callbacks."""
+    """Closes the pools left open, while the interpreter can still run callbacks.
+
+    It returns only once every pool is closed: no worker may still be in
+    Python when the interpreter finalizes. Ctrl-C cannot cut that short.
+    The first skips the tasks (and map calls) not started and keeps
+    waiting for the running ones; later ones only print that it waits.
+    Once closed, the interrupt is delivered again to SIGINT's own handler
+    (Python's default raises KeyboardInterrupt here, which atexit reports).
+    This works because SIGINT's handler was swapped for _sigint_at_exit
+    by a C call that atexit makes just before this function (registered
+    after it, below): no Python code runs between the two."""
     global _exiting
     with _registry_lock:
         _exiting = True
+    previous = _exit_sigint[0] if _exit_sigint else None   # None: not one Python set
+    deferring = previous not in (signal.SIG_DFL, signal.SIG_IGN)
+    if not deferring:   # the user's choice stands (SIG_DFL ends the process at once,
+        _restore_sigint(previous)   # before finalization: safe too)
+    while True:
+        try:
+            if not _exit_presses:
+                _exit_armed.append(True)
+            _close_open_runtimes()
+            break
+        except _InterruptAtExit:
+            print("blitz: Ctrl-C at exit: skipping the tasks not started; waiting for the running "
+                  "ones to return", file=sys.stderr, flush=True)
+            for runtime in list(_open_runtimes):
+                runtime.cancel_queued()
+    _exit_armed.clear()
+    if deferring and _exit_sigint:
+        _restore_sigint(previous)
+        if _exit_presses:
+            signal.raise_signal(signal.SIGINT)
+
+
+def _restore_sigint(handler):
+    try:
+        signal.signal(signal.SIGINT, signal.default_int_handler if handler is None else handler)
+    except (ValueError, TypeError):   # not the main thread, or not a handler Python can set
+        pass
+
+
+def _close_open_runtimes():
+    with _registry_lock:
         runtimes = list(_open_runtimes)
     for runtime in runtimes:
         try:
             runtime.close()
         except BlitzError as exc:
             if exc.status != BLZ_EFORK:  # a forked child: nothing to wait for
-                import sys
                 print(f"blitz: closing a pool at exit: {exc}", file=sys.stderr)
 
 
@@ -1000,5 +1251,11 @@ def _after_fork_in_child():
 
 
 atexit.register(_close_all_at_exit)
+# atexit calls the last registered first: this runs just before
+# _close_all_at_exit, and entirely in C (list.extend consuming a map that
+# calls signal.signal), so no Ctrl-C can land between the interpreter's
+# exit and the swap. signal.signal returns the handler it replaces, which
+# is what _exit_sigint receives.
+atexit.register(_exit_sigint.extend, map(signal.signal, (signal.SIGINT,), (_sigint_at_exit,)))
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)

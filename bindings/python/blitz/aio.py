@@ -26,16 +26,16 @@ async def parallel_for(executor, begin: int, end: int, kernel, arg=None, grain: 
     """Executor.parallel_for as a coroutine (see the module's docstring).
 
     Call it from the event loop's thread, not from a worker of the executor."""
-    run, loop_call = executor._start_parallel_for(begin, end, kernel, arg, grain)
+    run = executor._start_parallel_for(begin, end, kernel, arg, grain)
     done = asyncio.wrap_future(run.future)
     try:
         await asyncio.shield(done)
     except asyncio.CancelledError:
         run.cancel()
         await asyncio.wait([done])   # until the running pieces have returned
-        run.finished()
+        run.give_back_group()
         raise
     status = run.finished()
     if status == BLZ_ECANCELED:
         raise asyncio.CancelledError()
-    loop_call.raise_for(status)
+    run.loop.raise_for(status)

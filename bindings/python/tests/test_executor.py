@@ -12,6 +12,7 @@ import threading
 import time
 import traceback
 import unittest
+import weakref
 
 import support
 import blitz
@@ -26,6 +27,13 @@ def fail(message):
 
 def thread_name():
     return threading.current_thread().name
+
+
+class Record:
+    """A result that a weak reference can follow."""
+
+    def __init__(self, value):
+        self.value = value
 
 
 class Gate:
@@ -225,6 +233,26 @@ class Conformance:
         self.assertEqual(next(results), 0)
         with self.assertRaises(cf.CancelledError):
             next(results)
+
+    def test_map_keeps_no_reference_to_a_yielded_result(self):
+        # CPython's issue 14406: once the caller drops a result, nothing else holds it.
+        for result in self.make().map(Record, range(10)):
+            freed = weakref.ref(result)
+            del result
+            self.assertIsNone(freed())
+
+    def test_map_over_an_iterable_that_raises_runs_the_items_before(self):
+        executor = self.make()
+        ran = []
+
+        def items():
+            yield from (1, 2, 3)
+            raise ValueError("the iterable failed")
+
+        with self.assertRaisesRegex(ValueError, "the iterable failed"):
+            executor.map(ran.append, items())
+        executor.shutdown(wait=True)
+        self.assertEqual(sorted(ran), [1, 2, 3])
 
     def test_map_after_shutdown_raises_at_once(self):
         executor = self.make()
@@ -462,6 +490,19 @@ class TestBlitzExecutor(unittest.TestCase):
         self.assertTrue(all(f.cancelled() for f in queued))
         self.assertTrue(inner.cancelled())
         self.assertIsNone(running.result(timeout=GUARD))
+
+    def test_cancel_futures_after_the_pool_is_freed_touches_no_group(self):
+        # The groups are freed with the pool: a later shutdown(cancel_futures=True)
+        # must not cancel the task group it had (a use after free).
+        executor = blitz.Executor(1)
+        executor.shutdown(wait=True)
+        calls, real = [], impl._held
+        try:
+            impl._held = _Spy(impl._held, "blz_group_cancel", calls)
+            executor.shutdown(wait=True, cancel_futures=True)
+        finally:
+            impl._held = real
+        self.assertEqual(calls, [])
 
     def test_submit_after_shutdown_and_broken_messages(self):
         executor = blitz.Executor(1)

@@ -135,6 +135,15 @@ class TestLoading(unittest.TestCase):
             self.assertIn(built, done.stdout + done.stderr)
 
 
+class TestPackage(unittest.TestCase):
+    def test_aio_comes_with_the_package(self):
+        # The README's `import blitz` ... `blitz.aio.parallel_for(...)`, in a
+        # fresh interpreter (here another test may have imported blitz.aio).
+        done = run_python("import blitz; print(blitz.aio.parallel_for.__qualname__)")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout.strip(), "parallel_for")
+
+
 class TestExit(unittest.TestCase):
     def test_open_pools_are_closed_at_exit(self):
         # The report handler is registered before blitz is imported, so it runs

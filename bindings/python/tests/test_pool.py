@@ -587,6 +587,28 @@ class TestClose(unittest.TestCase):
         self.assertEqual(self.exit_code_in_child(child), 0)
 
 
+class TestWhatSpawnReliesOn(unittest.TestCase):
+    def test_spawn_ex_leaves_out_task_untouched_when_it_fails(self):
+        # Runtime.spawn learns whether its task exists from the handle cell
+        # that blz_spawn_ex writes (so that an interrupt right after the
+        # call cannot make it undo a spawned task): the cell must keep its
+        # value when the call fails.
+        options = impl.SpawnOptions()
+        impl._held.blz_spawn_options_init(ctypes.byref(options))
+        cell = ctypes.c_void_p(0x5A5A0)
+        status = impl._held.blz_spawn_ex(None, impl._RUN_TASK, 0, ctypes.addressof(options),
+                                             ctypes.addressof(cell))
+        self.assertEqual(status, blitz.BLZ_EINVAL)   # no pool and no group
+        self.assertEqual(cell.value, 0x5A5A0)
+        pool = blitz.Pool(1)
+        self.addCleanup(pool.close)
+        options.flags = 0x80                          # an unknown flag
+        status = impl._held.blz_spawn_ex(pool._ptr, impl._RUN_TASK, 0, ctypes.addressof(options),
+                                             ctypes.addressof(cell))
+        self.assertEqual(status, blitz.BLZ_EINVAL)
+        self.assertEqual(cell.value, 0x5A5A0)
+
+
 class TestHandles(unittest.TestCase):
     """Handles counted at the C calls (support.HandleCounter): blz_spawn_ex
     creates one per task; a detach, or a wait that ends, frees it."""
