@@ -54,7 +54,7 @@ extern "C" {
 /** Minor version: changes when the ABI grows. */
 #define BLZ_VERSION_MINOR 2
 /** Patch version: changes for fixes only. */
-#define BLZ_VERSION_PATCH 0
+#define BLZ_VERSION_PATCH 1
 /** The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH. */
 #define BLZ_VERSION_NUMBER (BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH)
 /** The most workers one pool may have (the sleep counters hold 16 bits). */

@@ -147,7 +147,7 @@ class TestErrors(unittest.TestCase):
 
 class TestModule(unittest.TestCase):
     def test_versions(self):
-        self.assertEqual(blitz.__version__, "0.2.0")
+        self.assertEqual(blitz.__version__, "0.2.1")
         self.assertEqual(blitz.library_version(), blitz.__version__)
 
     def test_library_path(self):

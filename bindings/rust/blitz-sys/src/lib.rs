@@ -25,7 +25,7 @@ pub const BLZ_VERSION_MAJOR: u32 = 0;
 /// Minor version: changes when the ABI grows.
 pub const BLZ_VERSION_MINOR: u32 = 2;
 /// Patch version: changes for fixes only.
-pub const BLZ_VERSION_PATCH: u32 = 0;
+pub const BLZ_VERSION_PATCH: u32 = 1;
 /// The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH.
 pub const BLZ_VERSION_NUMBER: u32 = BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH;
 /// The most workers one pool may have.
