@@ -70,6 +70,11 @@ struct IdleState {
     void wake_fully() { rounds = 0; }
 };
 
+// The default for no_work_found's `on_block`: nobody is told.
+struct NoBlockHook {
+    void operator()() const {}
+};
+
 enum class IdleOutcome {
     kKeepLooking,  // yielded (or got sleepy); search again
     kLatchSet,     // the awaited latch was set on the way to sleep
@@ -184,9 +189,14 @@ public:
     // take turns on them with the workers that have work. Skipping rounds
     // changes only when a worker sleeps, never how (the protocol below).
     // `deadline` (deadline.hpp): a bounded wait blocks no longer than that.
-    template <class HasSharedJobs>
+    // `on_block` runs once the worker is committed to blocking (its latch
+    // SLEEPING, counted in `sleeping`), just before it blocks: a phase it
+    // publishes from there (blz_stats.sleeping_now) is never ahead of the
+    // protocol, so a latch setter that saw it will find SLEEPING.
+    template <class HasSharedJobs, class OnBlock = NoBlockHook>
     IdleOutcome no_work_found(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs,
-                              uint32_t max_searching = UINT32_MAX, uint64_t deadline = UINT64_MAX) {
+                              uint32_t max_searching = UINT32_MAX, uint64_t deadline = UINT64_MAX,
+                              OnBlock &&on_block = {}) {
         if (idle.rounds < kSleepy) {
             if (counters_.load().awake_but_idle() <= max_searching) {
                 Sync::yield();
@@ -206,7 +216,7 @@ public:
             Sync::yield();
             return IdleOutcome::kKeepLooking;
         }
-        return sleep(idle, latch, has_shared_jobs, deadline);
+        return sleep(idle, latch, has_shared_jobs, deadline, on_block);
     }
 
     // --- the poster's side ---
@@ -303,10 +313,6 @@ public:
                 st.spurious_wakeups.load(std::memory_order_relaxed), st.sleep_aborts.load(std::memory_order_relaxed)};
     }
 
-    // Whether the next no_work_found() for `idle` tries to block (not just
-    // yields): the worker's clock counts that call as sleeping.
-    bool next_round_may_block(const IdleState &idle) const { return idle.rounds >= kSleeping; }
-
     // A worker that stopped taking jobs (it sits out the cap, active_cap.hpp)
     // after it may have been counted on for shared jobs: woken for one, or
     // seen idle or running by a poster that then woke nobody. seq-cst fence:
@@ -356,8 +362,9 @@ private:
         }
     }
 
-    template <class HasSharedJobs>
-    IdleOutcome sleep(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs, uint64_t deadline) {
+    template <class HasSharedJobs, class OnBlock>
+    IdleOutcome sleep(IdleState &idle, CoreLatch<Sync> &latch, HasSharedJobs &&has_shared_jobs, uint64_t deadline,
+                      OnBlock &on_block) {
         if (!latch.get_sleepy()) return IdleOutcome::kLatchSet;
 
         WorkerSleepState &st = states_[idle.worker_index];
@@ -406,6 +413,7 @@ private:
         // that locks after us sees 1 and wakes us.
         st.blocked.store(1, std::memory_order_relaxed);
         lock.unlock();
+        on_block();
         // acquire: pairs with the waker's release. Only a waker (or our own
         // timeout, below) clears the word, so a spurious return just blocks again.
         while (st.blocked.load(std::memory_order_acquire) != 0) {

@@ -84,9 +84,9 @@ Found Worker::search_until(CoreLatch<> &latch, uint64_t deadline) {
         if (kTopLevel && registry_->cap().over()) break;
         found = find_work(woken);
         if (found.job != nullptr || deadline_passed(deadline)) break;
-        if (sleep.next_round_may_block(idle)) enter_phase(Phase::kSleeping);
-        IdleOutcome outcome = sleep.no_work_found(idle, latch, has_jobs_for_me, fork_awake_limit_, deadline);
-        enter_phase(Phase::kSearching);
+        IdleOutcome outcome = sleep.no_work_found(idle, latch, has_jobs_for_me, fork_awake_limit_, deadline,
+                                                  [this] { enter_phase(Phase::kSleeping); });
+        if (outcome == IdleOutcome::kWoken || outcome == IdleOutcome::kTimedOut) enter_phase(Phase::kSearching);
         if (outcome == IdleOutcome::kTimedOut) break;
         woken = outcome == IdleOutcome::kWoken;
         if (woken && trace_.attached()) [[unlikely]] trace_woken();

@@ -450,6 +450,23 @@ void gate_in_hook(void *gate, uint32_t index) {
 
 constexpr uint64_t kPatientNs = 5'000'000'000;  // far longer than any task here needs
 
+// With the cap at 1 and one of the pool's two workers unable to run jobs
+// yet, a spawned task runs at once on the other (bounded wait OK); then
+// `let_other_go` releases the held worker, and a task that timed out is
+// joined, so that the check fails without hanging.
+template <class LetOtherGo>
+void spawn_under_cap_of_one(blz_pool *pool, LetOtherGo let_other_go) {
+    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
+    std::atomic<int> ran{0};
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn(pool, blz_test::count_into, &ran, &task) == BLZ_OK);
+    const blz_status waited = blz_task_wait_for(task, kPatientNs);
+    CHECK(waited == BLZ_OK);
+    let_other_go();
+    if (waited == BLZ_ETIMEDOUT) CHECK(blz_join(task) == BLZ_OK);
+    CHECK(ran.load() == 1);
+}
+
 }  // namespace
 
 TEST_CASE("the cap does not count a worker whose embedder has not called run() yet", "[cap]") {
@@ -462,15 +479,8 @@ TEST_CASE("the cap does not count a worker whose embedder has not called run() y
     config.spawn_user = &held;
     blz_pool *pool = nullptr;
     REQUIRE(blz_pool_create(&config, &pool) == BLZ_OK);
-    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
-    std::atomic<int> ran{0};
-    blz_task *task = nullptr;
-    REQUIRE(blz_spawn(pool, blz_test::count_into, &ran, &task) == BLZ_OK);
-    const blz_status waited = blz_task_wait_for(task, kPatientNs);
-    CHECK(waited == BLZ_OK);
-    std::thread late(held.runs.at(0).first, held.runs.at(0).second);
-    if (waited == BLZ_ETIMEDOUT) CHECK(blz_join(task) == BLZ_OK);
-    CHECK(ran.load() == 1);
+    std::thread late;
+    spawn_under_cap_of_one(pool, [&] { late = std::thread(held.runs.at(0).first, held.runs.at(0).second); });
     CHECK(blz_pool_destroy(pool) == BLZ_OK);
     late.join();
 }
@@ -487,15 +497,7 @@ TEST_CASE("the cap does not count a worker still in its start hook", "[cap]") {
     blz_pool *pool = nullptr;
     REQUIRE(blz_pool_create(&config, &pool) == BLZ_OK);
     REQUIRE(gate.wait_entered());
-    REQUIRE(blz_pool_set_max_active(pool, 1) == BLZ_OK);
-    std::atomic<int> ran{0};
-    blz_task *task = nullptr;
-    REQUIRE(blz_spawn(pool, blz_test::count_into, &ran, &task) == BLZ_OK);
-    const blz_status waited = blz_task_wait_for(task, kPatientNs);
-    CHECK(waited == BLZ_OK);
-    gate.release();
-    if (waited == BLZ_ETIMEDOUT) CHECK(blz_join(task) == BLZ_OK);
-    CHECK(ran.load() == 1);
+    spawn_under_cap_of_one(pool, [&] { gate.release(); });
     CHECK(blz_pool_destroy(pool) == BLZ_OK);
 }
 
