@@ -610,7 +610,7 @@ struct Outcome {
 
 // One attempt on a fresh thread, armed from its first instruction to its
 // last (its own thread-exit frees come after, unarmed, and are counted).
-// The trace file of operate_calls, named before the loop (no allocation).
+// The trace file of operate_calls, named by the parent before the child starts (no allocation).
 char g_trace_path[64];
 
 Outcome attempt(int64_t k) {
@@ -709,19 +709,22 @@ int child_main(Mutant mutant) {
     setenv("LIBC_FATAL_STDERR_", "1", 1);
     // Small trace buffers: every attempt allocates them anew.
     setenv("BLZ_TRACE_BUFFER", "64", 1);
-    std::snprintf(g_trace_path, sizeof(g_trace_path), "/tmp/blitz-alloc-failure-%d.json", static_cast<int>(getpid()));
     blz::fault::g_mutant.store(mutant);
-    const int status = alloc_failure_loop();
-    unlink(g_trace_path);
-    return status;
+    return alloc_failure_loop();
 }
 
 // ---------------------------------------------------------------------------
 // The parent: one child per test case, its stdout and stderr in a file.
 
 blz_test::ChildResult run_loop_in_child(Mutant mutant) {
+    // Named and removed here, so that no file stays behind however the
+    // child ends (a caught mutant crashes it).
+    std::snprintf(g_trace_path, sizeof(g_trace_path), "/tmp/blitz-alloc-failure-%d-%d.json", static_cast<int>(getpid()),
+                  static_cast<int>(mutant));
     // The parent has no thread besides this one: the child may allocate.
-    return blz_test::run_in_child([mutant] { return child_main(mutant); });
+    blz_test::ChildResult child = blz_test::run_in_child([mutant] { return child_main(mutant); });
+    unlink(g_trace_path);
+    return child;
 }
 
 std::string describe(const blz_test::ChildResult &child) {
