@@ -727,10 +727,12 @@ TEST_CASE("blz_worker_stats refuses bad input", "[stats][bad_input]") {
 TEST_CASE("statistics never go backwards and counts stay within the pool", "[stats]") {
     Watchdog watchdog("monotonic statistics", seconds(240));
     const uint32_t workers = 2;
+    // Before the pool: its detached tasks may still run after churn ends,
+    // until the pool's destroy has drained them.
+    std::atomic<int> counter{0};
     Pool pool(workers);
     std::atomic<bool> stop{false};
     std::thread churn([&] {
-        std::atomic<int> counter{0};
         for (uint32_t round = 0; !stop.load(); ++round) {
             for (int i = 0; i < 20; ++i) (void)blz_spawn(pool, blz_test::count_into, &counter, nullptr);
             (void)blz_pool_set_max_active(pool, round % 2 == 0 ? 1 : 0);
