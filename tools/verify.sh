@@ -14,7 +14,7 @@
 #             own build directory BUILD_DIR-chaos): random pauses at every
 #             step of the protocol, the deque, the injector and admission
 # With no part named, all four. --quick: the settings ./dev test uses
-# (relacy 10^5 random iterations, spin on the smallest configuration, no
+# (relacy 10^5 random iterations, full searches too, spin on the smallest configuration, no
 # lifetime rows (./dev test runs them as a test), no chaos). Prints one table row per check and ends with
 # "verify: N passed, M failed"; exits non-zero when a real variant fails
 # or a mutant is missed.
@@ -69,9 +69,9 @@ table_rows() {
 
 run_relacy() {
     ninja -C "$BUILD_DIR" tests/relacy/relacy_checks >/dev/null
-    local iterations=1000000
-    [ "$QUICK" = 1 ] && iterations=100000
-    table_rows relacy "$BUILD_DIR/tests/relacy/relacy_checks" --iterations "$iterations"
+    local args=(--iterations 1000000)
+    [ "$QUICK" = 1 ] && args=(--iterations 100000 --quick)
+    table_rows relacy "$BUILD_DIR/tests/relacy/relacy_checks" "${args[@]}"
 }
 
 run_lifetime() {
