@@ -68,4 +68,23 @@ private:
     typename Sync::template atomic<uint32_t> state_{kUnset};
 };
 
+// Sets a latch whose waiter is worker `index` of `pool`, and wakes that
+// worker if it sleeps on it (Latch::set). A template over the pool, so that
+// tests/relacy runs this code. The caller read the waiter's identity before
+// (after the set the latch may be gone). `pin`: the setter is not one of
+// the pool's workers, which destroy joins before it frees the pool. Once
+// the swap is done the waiter may leave its wait for another reason,
+// return, and its pool may be destroyed before the wake-up: the pin, taken
+// while the waiter still waits (so the pool is alive), keeps the pool's
+// memory until after the wake-up (admission.hpp [A4]).
+//
+// Pool provides: pin(); wake(index) (Sleep::wake_specific_thread); unpin(),
+// which may free the pool (so it is the last access).
+template <class Pool, class Sync>
+void set_and_wake_worker(CoreLatch<Sync> &latch, Pool &pool, uint32_t index, bool pin) {
+    if (pin) pool.pin();
+    if (latch.set()) pool.wake(index);
+    if (pin) pool.unpin();
+}
+
 }  // namespace blz

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "fault.hpp"
+#include "idle_loop.hpp"
 
 namespace blz {
 
@@ -32,71 +33,40 @@ Worker::Worker(Registry &registry, uint32_t index)
       rng_{seed_for(index)},
       terminate_(Latch::Waiter{this, nullptr}) {}
 
-bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) { return run_until<false>(latch, deadline); }
+// The worker as the idle loop's host (idle_loop.hpp lists what it asks).
+struct Worker::IdleHost {
+    Worker &w;
+
+    uint32_t index() const { return w.index_; }
+    uint32_t awake_limit() const { return w.fork_awake_limit_; }
+    Found find_work(bool woken) { return w.find_work(woken); }
+    void execute(const Found &found) { w.execute(found.job, found.source); }
+    // Before sleeping, also this worker's own mail (post_mail).
+    bool has_jobs_for_me() const { return w.mailbox_.has_jobs() || w.registry_->has_shared_jobs(); }
+    bool has_shared_jobs() const { return w.registry_->has_shared_jobs(); }
+    static bool deadline_passed(uint64_t deadline) { return blz::deadline_passed(deadline); }
+    void on_searching() { w.enter_phase(Phase::kSearching); }
+    void on_blocking() { w.enter_phase(Phase::kSleeping); }
+    void on_running() { w.enter_phase(Phase::kRunning); }
+    void on_woken() {
+        if (w.trace_.attached()) [[unlikely]] w.trace_woken();
+    }
+    bool over_cap() const { return w.registry_->cap().over(); }
+    void sit_out_cap() { w.sit_out_cap(); }
+};
+
+bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
+    IdleHost host{*this};
+    return run_until<false>(host, *sleep_, latch, deadline);
+}
 
 void Worker::main_loop() {
     // Counted against the cap from here, not from the worker's creation:
     // before this point (its start hook, an embedder's run() not called
     // yet) it could run no job (active_cap.hpp [C2]).
     if (!registry_->cap().try_engage()) park_until_engaged();
-    run_until<true>(terminate_.core(), kNoDeadline);
-}
-
-template <bool kTopLevel>
-bool Worker::run_until(CoreLatch<> &latch, uint64_t deadline) {
-    while (!latch.probe()) {
-        if (deadline_passed(deadline)) return false;
-        // Between jobs at the top level: a worker over the cap stops here,
-        // before it takes another job (active_cap.hpp [C3]).
-        if (kTopLevel && registry_->cap().over()) {
-            sit_out_cap();
-            continue;
-        }
-        // One search while still active: a worker fed by steals or by the
-        // injector (a stream of spawns from outside) goes from job to job
-        // without the two counter updates of going idle and back.
-        if (Found found = find_work(false); found.job != nullptr) {
-            execute(found.job, found.source);
-            continue;
-        }
-        Found found = search_until<kTopLevel>(latch, deadline);
-        if (found.job == nullptr) {
-            if (kTopLevel && !latch.probe()) continue;  // over the cap: sit out above
-            return latch.probe();
-        }
-        execute(found.job, found.source);
-    }
-    return true;
-}
-
-template <bool kTopLevel>
-Found Worker::search_until(CoreLatch<> &latch, uint64_t deadline) {
-    Sleep<> &sleep = *sleep_;
-    // Before sleeping, also this worker's own mail (post_mail).
-    auto has_jobs_for_me = [this] { return mailbox_.has_jobs() || registry_->has_shared_jobs(); };
-    IdleState idle = sleep.start_looking(index_);
-    enter_phase(Phase::kSearching);
-    Found found{nullptr, TraceKind::kJobOwn};
-    bool woken = false;
-    while (!latch.probe()) {
-        // Every round re-reads the cap: a worker woken, or still searching,
-        // when the cap was lowered takes no job above it.
-        if (kTopLevel && registry_->cap().over()) break;
-        found = find_work(woken);
-        if (found.job != nullptr || deadline_passed(deadline)) break;
-        IdleOutcome outcome = sleep.no_work_found(idle, latch, has_jobs_for_me, fork_awake_limit_, deadline,
-                                                  [this] { enter_phase(Phase::kSleeping); });
-        if (outcome == IdleOutcome::kWoken || outcome == IdleOutcome::kTimedOut) enter_phase(Phase::kSearching);
-        if (outcome == IdleOutcome::kTimedOut) break;
-        woken = outcome == IdleOutcome::kWoken;
-        if (woken && trace_.attached()) [[unlikely]] trace_woken();
-    }
-    // Leaving the idle state: we found a job, the latch was set (the
-    // work we were waiting for is done: also a reason to be awake), the
-    // deadline passed, or the pool is over its cap.
-    sleep.work_found(index_, [this] { return registry_->has_shared_jobs(); });
-    enter_phase(Phase::kRunning);
-    return found;
+    IdleHost host{*this};
+    run_until<true>(host, *sleep_, terminate_.core(), kNoDeadline);
 }
 
 void Worker::sit_out_cap() {
@@ -214,6 +184,26 @@ Latch::Waiter Latch::current_thread(Parker *parker) {
     return worker != nullptr ? Waiter{worker, nullptr} : Waiter{nullptr, parker};
 }
 
+namespace {
+
+// A pool as set_and_wake_worker sees it (core_latch.hpp), with the fault
+// points that hold its windows open.
+struct WakeablePool {
+    Registry &pool;
+
+    void pin() { pool.pin(); }
+    void wake(uint32_t index) {
+        BLZ_FAULT_POINT(kLatchSetBeforeWake, &pool);
+        pool.sleep().wake_specific_thread(index);
+    }
+    void unpin() {
+        BLZ_FAULT_POINT(kLatchSetBeforeUnpin, &pool);
+        pool.unpin();  // may free the pool: its last access
+    }
+};
+
+}  // namespace
+
 void Latch::set() {
     // Copy the waiter first: after the swap the latch may be gone.
     Worker *waiter = this->worker();
@@ -222,23 +212,9 @@ void Latch::set() {
         if (core_.set()) parker->unpark();  // parker.hpp: the parker's own rule covers its lifetime
         return;
     }
-    // Once the swap is done the waiter may leave its wait for another
-    // reason, return, and its pool may be destroyed before our wake-up call.
-    // A worker of that pool is safe (destroy joins it before freeing); any
-    // other setter pins the pool first, while the waiter still waits, so
-    // that the memory outlives the call (admission.hpp [A4]).
-    Registry &pool = waiter->registry();
-    const uint32_t index = waiter->index();
-    const bool pin = !pool.is_own(Worker::current()) && !BLZ_FAULT_MUTANT(kNoPinOnLatchSet);
-    if (pin) pool.pin();
-    if (core_.set()) {
-        BLZ_FAULT_POINT(kLatchSetBeforeWake, &pool);
-        pool.sleep().wake_specific_thread(index);
-    }
-    if (pin) {
-        BLZ_FAULT_POINT(kLatchSetBeforeUnpin, &pool);
-        pool.unpin();  // may free the pool: its last access
-    }
+    WakeablePool pool{waiter->registry()};
+    const bool pin = !pool.pool.is_own(Worker::current()) && !BLZ_FAULT_MUTANT(kNoPinOnLatchSet);
+    set_and_wake_worker(core_, pool, waiter->index(), pin);
 }
 
 bool Latch::wait_until(uint64_t deadline) {

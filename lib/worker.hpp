@@ -254,14 +254,9 @@ private:
         trace_.write({ended.begin_ns, ended.end_ns, 0, kind});
     }
 
-    // The loop of wait_until and main_loop. kTopLevel: the main loop, not
-    // inside a job; only there does the worker obey the cap (active_cap.hpp).
-    template <bool kTopLevel>
-    bool run_until(CoreLatch<> &latch, uint64_t deadline);
-    // One idle period: searches (and sleeps) until it finds a job, the
-    // latch is set, the deadline passes or (top level) the pool is over its cap.
-    template <bool kTopLevel>
-    Found search_until(CoreLatch<> &latch, uint64_t deadline);
+    // The worker as the host of the idle loop (idle_loop.hpp): run_until
+    // is wait_until's and main_loop's loop, search_until its idle period.
+    struct IdleHost;
     // Top level, over the cap: leaves the engaged workers and parks.
     void sit_out_cap();
     // Not engaged: parks until the cap lets this worker run again or the

@@ -2,11 +2,13 @@
 // variants of them that each check must catch.
 //
 // Every check instantiates the real templates from lib/ (Deque,
-// AtomicCounters, CoreLatch, Sleep, Injector, Admission) with RelacySync,
-// which gives them Relacy's atomics, mutexes, condition variables, fences and
-// heap; the code around them that is not a template (Worker, Registry,
-// spawn_task, Latch::set, a task's timed join and its finish) is restated
-// here, step by step. A mutant is the same code with one `if constexpr`
+// AtomicCounters, CoreLatch, Sleep, Injector, Admission, the worker's idle
+// loop run_until/search_until from idle_loop.hpp, and Latch::set's
+// set_and_wake_worker) with RelacySync, which gives them Relacy's atomics,
+// mutexes, condition variables, fences and heap. The worker around the idle
+// loop is a ModelWorker below (a check's own find_work); the code that is
+// not a template yet (Registry, spawn_task, a task's timed join and its
+// finish) is restated here, step by step. A mutant is the same code with one `if constexpr`
 // switch turned (blz::Mutant in lib/sync.hpp), in lib/ or in a restatement.
 // Relacy runs each test program many times under its memory model (C++11's,
 // with stale reads of relaxed loads) and fails it on: an RL_ASSERT, a
@@ -186,30 +188,59 @@ struct DequePublicPopVsThief : rl::test_suite<DequePublicPopVsThief<S>, 2> {
 };
 
 // ---------------------------------------------------------------------------
-// The idle loop of Worker::wait_until (lib/worker.cpp), restated for the
-// policy: Worker itself is not a template. `find_work` returns true when it
-// found (and ran) a job; the loop returns when `latch` is set.
+// A worker for the checks: the real idle loop (lib/idle_loop.hpp, which
+// Worker::wait_until runs) around a check's own `find_work`, which runs the
+// job it finds and returns true. Its phase and tracing hooks do nothing
+// (they are statistics, not protocol), and it reads no clock: the model's
+// wait_until decides timeouts (RelacySync).
 
+template <class FindWork, class HasSharedJobs>
+struct ModelWorker {
+    struct Found {
+        const void *job;  // non-null: find_work found (and ran) a job
+    };
+
+    uint32_t me;
+    FindWork find;
+    HasSharedJobs shared;
+
+    uint32_t index() const { return me; }
+    uint32_t awake_limit() const { return UINT32_MAX; }
+    Found find_work(bool) { return {find() ? this : nullptr}; }
+    void execute(const Found &) {}  // find_work ran it
+    bool has_jobs_for_me() { return shared(); }
+    bool has_shared_jobs() { return shared(); }
+    static bool deadline_passed(uint64_t) { return false; }
+    void on_searching() {}
+    void on_blocking() {}
+    void on_running() {}
+    void on_woken() {}
+};
+
+// Worker::wait_until: returns when `latch` is set, or (with a deadline)
+// when the model timed the sleep out; true when the latch is set.
 template <class S, class FindWork, class HasSharedJobs>
-void wait_until(blz::Sleep<S> &sleep, uint32_t me, blz::CoreLatch<S> &latch, FindWork find_work,
-                HasSharedJobs has_shared_jobs) {
-    while (!latch.probe()) {
-        blz::IdleState idle = sleep.start_looking(me);
-        bool found = false;
-        while (!latch.probe()) {
-            found = find_work();
-            if (found) break;
-            sleep.no_work_found(idle, latch, has_shared_jobs);
-        }
-        sleep.work_found(me, has_shared_jobs);
-        if (!found) return;
-    }
+bool wait_until(blz::Sleep<S> &sleep, uint32_t me, blz::CoreLatch<S> &latch, FindWork find_work,
+                HasSharedJobs has_shared_jobs, uint64_t deadline = blz::kNoDeadline) {
+    ModelWorker<FindWork, HasSharedJobs> worker{me, find_work, has_shared_jobs};
+    return blz::run_until<false>(worker, sleep, latch, deadline);
 }
 
-// Latch::set (lib/worker.cpp): swap to SET; wake the waiter if it was SLEEPING.
+// A pool as set_and_wake_worker sees it when the setter is one of its
+// workers (no pin): its Sleep.
+template <class S>
+struct SleepOnly {
+    blz::Sleep<S> &sleep;
+    void pin() {}
+    void wake(uint32_t index) { sleep.wake_specific_thread(index); }
+    void unpin() {}
+};
+
+// Latch::set by a worker of the waiter's pool (lib/core_latch.hpp).
 template <class S>
 void set_latch(blz::CoreLatch<S> &latch, blz::Sleep<S> &sleep, uint32_t waiter) {
-    if (latch.set()) sleep.wake_specific_thread(waiter);
+    SleepOnly<S> pool{sleep};
+    blz::set_and_wake_worker(latch, pool, waiter, false);
 }
 
 template <class S>
@@ -543,31 +574,6 @@ struct WakerDecrements : rl::test_suite<WakerDecrements<S>, 3> {
 // Any finite deadline: the model's wait_until only tells it from UINT64_MAX.
 constexpr uint64_t kDeadline = 1;
 
-// Worker::wait_until with a deadline (lib/worker.cpp), restated as the idle
-// loop above is: the idle loop also ends on IdleOutcome::kTimedOut, and the
-// wait then returns whether the latch is set. (The real loop also returns
-// false where it reads the clock, before a search or a sleep; that path
-// blocks nothing, touches no counter the loop above does not, and is left
-// out.)
-template <class S, class FindWork, class HasSharedJobs>
-bool wait_until_deadline(blz::Sleep<S> &sleep, uint32_t me, blz::CoreLatch<S> &latch, FindWork find_work,
-                         HasSharedJobs has_shared_jobs, uint64_t deadline) {
-    while (!latch.probe()) {
-        blz::IdleState idle = sleep.start_looking(me);
-        bool found = false;
-        while (!latch.probe()) {
-            found = find_work();
-            if (found) break;
-            if (sleep.no_work_found(idle, latch, has_shared_jobs, UINT32_MAX, deadline) == IdleOutcome::kTimedOut) {
-                break;
-            }
-        }
-        sleep.work_found(me, has_shared_jobs);
-        if (!found) return latch.probe();
-    }
-    return true;
-}
-
 // The counters as every moment of every execution must show them: no more
 // workers in `sleeping` than the pool has (each is in it at most once: it
 // registers again only under its mutex, which its waker holds until it has
@@ -638,7 +644,7 @@ struct BoundedSleepVsInjector : rl::test_suite<BoundedSleepVsInjector<S>, 2> {
             done.set();  // the worker's own latch, UNSET while it runs a job: nobody to wake
             return true;
         };
-        bool ran = wait_until_deadline(sleep, 0, done, find_work, has_shared_jobs, kDeadline);
+        bool ran = wait_until(sleep, 0, done, find_work, has_shared_jobs, kDeadline);
         bounded_over.store(true, std::memory_order::release);
         if (ran) return;
         assert_counters_sane(sleep);
@@ -760,7 +766,7 @@ struct BoundedJoinVsFinish : rl::test_suite<BoundedJoinVsFinish<S>, 3> {
                                             std::memory_order::acquire)) {
             RL_ASSERT(expected == finished());
             joined = true;
-        } else if (wait_until_deadline(sleep, 0, *latch, find_work, has_shared_jobs, kDeadline)) {
+        } else if (wait_until(sleep, 0, *latch, find_work, has_shared_jobs, kDeadline)) {
             joined = true;
         } else {
             expected = latch;
@@ -957,9 +963,9 @@ struct OutsideSpawnVsDestroy : rl::test_suite<OutsideSpawnVsDestroy<S>, 3> {
 // pool B, waits on a latch through the idle loop of Worker::wait_until with
 // B's Sleep; the latch itself is outside B (in the runtime on W's stack,
 // and W does not return before it is set). The setter X is not one of B's
-// workers and restates Latch::set: pin B, set, wake W if set() found it
-// SLEEPING, release the pin and free B if that was the last hold after
-// destroy. A third thread P posts into B (new_internal_jobs: its JEC
+// workers and runs Latch::set's set_and_wake_worker: pin B, set, wake W
+// if set() found it SLEEPING, release the pin and free B if that was the
+// last hold after destroy. A third thread P posts into B (new_internal_jobs: its JEC
 // change aborts W's sleep, or P wakes W), so that W can leave its sleep
 // for a reason other than X's wake-up; then P joins W (a flag W raises as
 // it returns) and destroys B: close(), mark_destroyed(), free unless a pin
@@ -1004,16 +1010,26 @@ struct LatchSetAcrossPools : rl::test_suite<LatchSetAcrossPools<S>, 3> {
         w_returned.store(true, std::memory_order::release);  // W's job returns; its pool may go
     }
 
-    // Latch::set by a thread that is not one of B's workers: W still
-    // waits while X pins B, so B is alive then [A4].
+    // Latch::set by a thread that is not one of B's workers (the real
+    // set_and_wake_worker): W still waits while X pins B, so B is alive
+    // then [A4].
     void set_from_outside(LatchPool<S> *pool) {
-        if (kPin) pool->admission.pin();
-        if (latch.set()) {
-            pool->fields.read();  // wake_specific_thread reads Sleep::states_ first
-            pool->sleep.wake_specific_thread(0);
-        }
-        if (kPin && pool->admission.release_ref()) delete pool;  // the last hold after destroy [A3]
+        Wakeable wakeable{pool};
+        blz::set_and_wake_worker(latch, wakeable, 0, kPin);
     }
+
+    // B as set_and_wake_worker sees it (Registry's pin, wake and unpin).
+    struct Wakeable {
+        LatchPool<S> *pool;
+        void pin() { pool->admission.pin(); }
+        void wake(uint32_t index) {
+            pool->fields.read();  // wake_specific_thread reads Sleep::states_ first
+            pool->sleep.wake_specific_thread(index);
+        }
+        void unpin() {
+            if (pool->admission.release_ref()) delete pool;  // the last hold after destroy [A3]
+        }
+    };
 
     void post_then_destroy(LatchPool<S> *pool) {
         pool->sleep.new_internal_jobs(1, [] { return true; });

@@ -1,5 +1,6 @@
 // RelacySync: the synchronisation policy (lib/sync.hpp) that instantiates
-// libblitz's own Deque, AtomicCounters, CoreLatch, Sleep, Injector and Admission with
+// libblitz's own Deque, AtomicCounters, CoreLatch, Sleep, Injector, Admission,
+// the worker's idle loop (idle_loop.hpp) and Latch::set's wake-up with
 // Relacy's atomics, mutexes, condition variables, fences and heap; the
 // futex a sleeping worker blocks on is modelled by a mutex and a condition
 // variable (below).
@@ -14,6 +15,7 @@
 #include "core_latch.hpp"
 #include "counters.hpp"
 #include "deque.hpp"
+#include "idle_loop.hpp"
 #include "injector.hpp"
 #include "sleep.hpp"
 
