@@ -38,6 +38,7 @@
 #include <dirent.h>
 #include <pthread.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -528,11 +529,34 @@ void remove_tmpdir() {
 
 std::atomic<bool> g_watchdog_stop{false};
 
+// Every thread's stack, printed by gdb when the machine has it (./dev
+// installs it): a hang that a seed does not replay (it replays choices,
+// not interleavings) is then explained by the run that had it, in CI too.
+void print_stacks_with_gdb() {
+    std::fflush(stderr);
+    const std::string pid = std::to_string(getpid());
+    const pid_t child = fork();
+    if (child < 0) return;
+    if (child == 0) {
+        dup2(STDERR_FILENO, STDOUT_FILENO);
+        execlp("gdb", "gdb", "-p", pid.c_str(), "-batch", "-nx", "-ex", "thread apply all bt 40", static_cast<char *>(nullptr));
+        _exit(127);  // no gdb: nothing to add
+    }
+    // At most a minute: a gdb that cannot attach must not turn the report into a hang.
+    for (int waited_ms = 0; waited_ms < 60000; waited_ms += 100) {
+        if (waitpid(child, nullptr, WNOHANG) == child) return;
+        sleep_us(100000);
+    }
+    kill(child, SIGKILL);
+    waitpid(child, nullptr, 0);
+}
+
 [[noreturn]] void report_hang(const char *what, double seconds) {
     std::fprintf(stderr, "fuzz_calls: HANG: %s for %.0f s\nfuzz_calls: seed %" PRIu64 "; replay: %s\n", what, seconds,
                  options().seed, replay_command().c_str());
     describe_threads();
     describe_open_pools();
+    print_stacks_with_gdb();
     if (options().pause_on_hang != 0) {
         std::fprintf(stderr, "fuzz_calls: pid %d waits %u s for a debugger\n", int(getpid()), options().pause_on_hang);
         std::fflush(stderr);
