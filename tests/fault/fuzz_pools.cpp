@@ -462,12 +462,25 @@ bool calling_into(const PoolRec &rec) {
 
 // Destroys the pool of `slot` if this context may block on it (its level
 // is higher, no call on it waits below us) and nobody claimed it first.
+//
+// Work on a worker waits in destroy only while no call into the pool from
+// another thread is under way. Such a call may come from a worker of a
+// third pool, which helps its own pool while it waits (blitz.h) and so
+// may have taken on the very task that waits for this work: destroy would
+// wait for that call, and the call for us (a run of CI found it: a worker
+// of X inside a fork-join on Q took an X task that called into R, and R's
+// call function destroyed Q). The count is read after the claim, so no
+// call starts later (PoolCall sees the claim); with calls inside, the
+// pool is released instead, which does not wait.
 void destroy_slot(Ctx &ctx, Slot &slot) {
-    const DestroyPlan p = plan_destroy(ctx.rng, ctx.own != nullptr);
+    DestroyPlan p = plan_destroy(ctx.rng, ctx.own != nullptr);
     if (slot.index + 1 <= ctx.level) return;
     std::shared_ptr<PoolRec> rec = slot.get();
     if (rec == nullptr || calling_into(*rec) || !claim(*rec)) return;
-    if (ctx.own != nullptr) bump(g_totals.task_destroys);
+    if (ctx.own != nullptr) {
+        bump(g_totals.task_destroys);
+        if (rec->inside.load(std::memory_order_seq_cst) != 0) p.mode = DestroyMode::kRelease;  // seq_cst: after the claim
+    }
     destroy_claimed(slot, rec, p);
 }
 

@@ -140,6 +140,7 @@ struct PoolRec : std::enable_shared_from_this<PoolRec> {
     std::atomic<int64_t> unfinished{0};           // accepted tasks whose end was not seen yet
     std::atomic<int> unprotected_calls{0};        // group spawns under way that follow no slot rule
     std::atomic<int> undecided{0};                // outside calls not yet admitted or refused (see PoolCall)
+    std::atomic<int> inside{0};                   // outside calls from slots not yet returned (see destroy_slot)
     std::atomic<uint64_t> injected_confirmed{0};  // outside spawns and calls that returned BLZ_OK
     Tally tally;
 
@@ -281,6 +282,8 @@ public:
             }
             mark_.undecided = &rec->undecided;
             mark_.pending = true;
+            inside_ = &rec->inside;
+            inside_->fetch_add(1, std::memory_order_seq_cst);  // seq_cst: before the call, see destroy_slot
         }
         ok_ = true;
         publish(&mark_);
@@ -288,6 +291,7 @@ public:
     ~PoolCall() {
         if (!ok_) return;
         decide(mark_);
+        if (inside_ != nullptr) inside_->fetch_sub(1, std::memory_order_seq_cst);
         t_call = mark_.outer;
     }
     PoolCall(const PoolCall &) = delete;
@@ -308,6 +312,7 @@ private:
 #endif
 
     CallMark mark_;
+    std::atomic<int> *inside_ = nullptr;
     bool ok_ = false;
 };
 
