@@ -367,6 +367,13 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
  * lifts the cap of blz_pool_set_max_active for good when it begins, so
  * the accepted work drains on every worker.
  *
+ * Destroy waits for calls under way to return, and a worker of another
+ * pool that waits in a call (blz_call, blz_fork_join, a join) runs its own
+ * pool's jobs meanwhile: its call returns only after those jobs. A
+ * destroy made from such a job, or from work it waits for, waits for
+ * itself and never returns. Work running in a pool destroys another pool
+ * safely with blz_pool_release, which does not wait.
+ *
  * Any thread; from one of the pool's own workers it returns BLZ_EDEADLK
  * and changes nothing (blz_pool_release works there).
  *
