@@ -267,7 +267,14 @@ static int settle(const bench_runtime *rt, double gap) {
 
 /* ---- the workloads ---- */
 
+/* A workload a runtime's table leaves out (NULL) fails with a message. */
+#define BENCH_NEED(rt, op, workload)                                                          \
+    do {                                                                                      \
+        if ((rt)->op == NULL) bench_fail(workload ": this runtime does not implement " #op); \
+    } while (0)
+
 static void workload_fib(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, fib, "fib");
     unsigned n = (unsigned)arg_long(a, "n", 30);
     if (n > 50) bench_fail("fib: n above 50 would take hours");
     rt->fib(n < 20 ? n : 20);
@@ -281,6 +288,7 @@ static void workload_fib(const bench_runtime *rt, args *a, result *r) {
 }
 
 static void workload_tree(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, tree_sum, "tree");
     unsigned depth = (unsigned)arg_long(a, "depth", 10);
     unsigned reps = (unsigned)arg_long(a, "reps", 1);
     if (depth < 1 || depth > 30 || reps < 1) bench_fail("tree: depth must be 1..30, reps at least 1");
@@ -313,6 +321,7 @@ static void workload_parfor(const bench_runtime *rt, args *a, result *r) {
     double *x = alloc_doubles(n), *y = alloc_doubles(n);
     region g;
     if (strcmp(op, "sum") == 0) {
+        BENCH_NEED(rt, sum, "parfor sum");
         bench_fill_integers(x, n);
         rt->sum(x, n / 16);
         g = region_begin(rt);
@@ -320,6 +329,7 @@ static void workload_parfor(const bench_runtime *rt, args *a, result *r) {
         region_end(g, r);
         snprintf(r->checksum, sizeof r->checksum, "%.0f", sum);
     } else if (strcmp(op, "map") == 0) {
+        BENCH_NEED(rt, map, "parfor map");
         bench_fill_integers(x, n);
         rt->map(x, y, n / 16);
         g = region_begin(rt);
@@ -327,6 +337,7 @@ static void workload_parfor(const bench_runtime *rt, args *a, result *r) {
         region_end(g, r);
         snprintf(r->checksum, sizeof r->checksum, "%016llx", (unsigned long long)bench_hash_doubles(y, n));
     } else if (strcmp(op, "sort") == 0) {
+        BENCH_NEED(rt, sort, "parfor sort");
         bench_fill_uniform(x, n);
         memcpy(y, x, (n / 16) * sizeof *x);
         rt->sort(y, n / 16);
@@ -348,6 +359,7 @@ static void workload_parfor(const bench_runtime *rt, args *a, result *r) {
 }
 
 static void workload_uts(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, uts, "uts");
     int depth = (int)arg_long(a, "depth", 10);
     if (depth < 1 || depth > 14) bench_fail("uts: depth must be 1..14");
     bench_uts_node root;
@@ -380,6 +392,7 @@ static void time_spawns(const bench_runtime *rt, void (*spawn_wait)(size_t), siz
 }
 
 static void workload_spawn(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, spawn_wait, "spawn");
     size_t tasks = (size_t)arg_long(a, "tasks", 1000000);
     if (tasks < 1) bench_fail("spawn: tasks must be at least 1");
     time_spawns(rt, rt->spawn_wait, tasks, r);
@@ -397,6 +410,7 @@ static void workload_spawn_inside(const bench_runtime *rt, args *a, result *r) {
 static void empty_function(void *arg) { (void)arg; }
 
 static void workload_roundtrip(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, call, "roundtrip");
     size_t calls = (size_t)arg_long(a, "calls", 2000);
     if (calls < 1) bench_fail("roundtrip: calls must be at least 1");
     double *us = alloc_doubles(calls);
@@ -447,6 +461,8 @@ static void add_cpu_split(result *r, const char *const keys[5], const double *us
 
 /* Deep-sleep wake latency, sample by sample next to the futex floor. */
 static void workload_wake(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, post, "wake");
+    BENCH_NEED(rt, call, "wake");
     size_t samples = (size_t)arg_long(a, "samples", 10);
     double gap = (double)arg_long(a, "gap_ms", 30) * 1e-3;
     if (samples < 1) bench_fail("wake: samples must be at least 1");
@@ -518,6 +534,8 @@ static void trickle_task(void *p) {
 /* Idle cost: CPU burned in the 100 ms after work ends, or during a trickle
  * of one tiny task per period (the pattern of Rayon issue #642). */
 static void workload_idle(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, fib, "idle");
+    BENCH_NEED(rt, post, "idle");
     const char *phase = arg_string(a, "phase", "after");
     if (strcmp(phase, "after") == 0) {
         unsigned quiet_ms = (unsigned)arg_long(a, "quiet_ms", 100);
@@ -565,6 +583,7 @@ static void workload_idle(const bench_runtime *rt, args *a, result *r) {
 
 /* Wake storm: `storms` bursts of `tasks` tiny spawns, each into a sleeping pool. */
 static void workload_storm(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, spawn_wait, "storm");
     size_t tasks = (size_t)arg_long(a, "tasks", 1000);
     size_t storms = (size_t)arg_long(a, "storms", 10);
     double gap = (double)arg_long(a, "gap_ms", 20) * 1e-3;
@@ -606,6 +625,7 @@ static void *alloc_bytes(size_t bytes) {
 }
 
 static void workload_msort(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, msort, "msort");
     size_t n = (size_t)arg_long(a, "n", 10000000);
     if (n < 32) bench_fail("msort: n must be at least 32");
     uint64_t *keys = alloc_bytes(n * sizeof *keys), *scratch = alloc_bytes(n * sizeof *scratch);
@@ -637,6 +657,7 @@ static int is_block_power_of_two(size_t n) {
 }
 
 static void workload_matmul(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, matmul, "matmul");
     size_t n = (size_t)arg_long(a, "n", 1024);
     if (!is_block_power_of_two(n) || n > 16384) bench_fail("matmul: n must be 64 times a power of two, up to 16384");
     size_t warm = n / 4 < BENCH_MM_BLOCK ? BENCH_MM_BLOCK : n / 4;
@@ -657,6 +678,7 @@ static void workload_matmul(const bench_runtime *rt, args *a, result *r) {
 }
 
 static void workload_bfs(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, bfs, "bfs");
     long side = arg_long(a, "side", 1000);
     long shortcuts = arg_long(a, "shortcuts", 3);
     if (side < 2 || side > 20000 || shortcuts > 64) bench_fail("bfs: side must be 2..20000, shortcuts 0..64");

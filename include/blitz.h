@@ -52,9 +52,9 @@ extern "C" {
 /** Major version: changes when the ABI breaks. */
 #define BLZ_VERSION_MAJOR 0
 /** Minor version: changes when the ABI grows. */
-#define BLZ_VERSION_MINOR 2
+#define BLZ_VERSION_MINOR 3
 /** Patch version: changes for fixes only. */
-#define BLZ_VERSION_PATCH 1
+#define BLZ_VERSION_PATCH 0
 /** The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH. */
 #define BLZ_VERSION_NUMBER (BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH)
 /** The most workers one pool may have (the sleep counters hold 16 bits). */
@@ -491,6 +491,132 @@ BLZ_API blz_status blz_join(blz_task *task);
  *         BLZ_EFORK in a forked child.
  */
 BLZ_API blz_status blz_fork_join(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b);
+
+/**
+ * @name The inline fork path (0.3)
+ *
+ * What blitz.hpp's blz::pool::join compiles into its caller, so that a
+ * fork-join that nobody steals never enters the library: the calling
+ * worker's fork stack (blz_fork_stack), reached through the thread-local
+ * pointer blz_fork_stack_v1, and two functions for the cases the inline
+ * code leaves to the library. Programs do not use these themselves; they
+ * are here because their layout is part of the ABI: a library that
+ * changes it exports a new pointer (blz_fork_stack_v2, ...) and keeps this
+ * one NULL, which sends code compiled against this header down the
+ * exported path. docs/protocol.md, "The fork stack", has the rules.
+ *
+ * The protocol, on a worker of the pool (blz_fork_stack_v1 non-NULL and
+ * its pool the one forked on):
+ *  1. push: if depth < capacity and requests == 0 (a relaxed atomic load),
+ *     store the frame's address at frames[depth] and add one to depth;
+ *     otherwise call blz_fork_push_v1, which pushes it (maybe promoting
+ *     it, or an older frame, to a job other workers can steal) or returns
+ *     0 when it could not (out of memory: run both halves inline);
+ *  2. run the first half;
+ *  3. pop: if depth - 1 >= promoted, the frame was never promoted: store
+ *     depth - 1 and run the second half inline (and add one to
+ *     jobs_executed, a relaxed atomic); otherwise call blz_fork_join_v1,
+ *     which takes the frame back or waits for the worker that stole it;
+ *  4. failures: if *failures changed since step 1, a half called blz_fail
+ *     (or an exception was reported through it): blz_fork_failed_v1.
+ * @{
+ */
+
+/** The layout version of blz_fork_frame and blz_fork_stack: the suffix of blz_fork_stack_v1. */
+#define BLZ_FORK_LAYOUT_VERSION 1
+
+/**
+ * A fork's second half, on the forker's stack from the fork to the join.
+ * Only its owner touches it, until the library promotes it: then job holds
+ * the library's job, which another worker may run.
+ */
+typedef struct blz_fork_frame {
+  /** The second half: fn(arg). Must not throw (blitz.hpp catches first). */
+  blz_fn fn;
+  /** Its argument. */
+  void *arg;
+  /** The library's, once promoted; never initialized by the caller. */
+  uintptr_t job[8];
+} blz_fork_frame;
+
+/**
+ * One worker's fork stack. The first cache line is its owner's alone; the
+ * second holds requests, which other threads set.
+ */
+typedef struct blz_fork_stack {
+  /** The pool this worker belongs to. */
+  const blz_pool *pool;
+  /** The pending and promoted frames, oldest first. */
+  blz_fork_frame **frames;
+  /** The number of frames pushed and not yet joined. */
+  uint32_t depth;
+  /** The length of frames. */
+  uint32_t capacity;
+  /** frames[0, promoted) are promoted: other workers may run them. */
+  uint32_t promoted;
+  /** Zero. */
+  uint32_t reserved0;
+  /** This thread's blz_fail count. */
+  uint32_t *failures;
+  /** Jobs this worker ran (blz_worker_stats); a relaxed atomic. */
+  uint64_t jobs_executed;
+  /** Zero: pads the owner's line. */
+  uint64_t reserved1[2];
+  /** Non-zero: the next push goes through blz_fork_push_v1 (a relaxed atomic). */
+  uint32_t requests;
+  /** Zero: pads the shared line. */
+  uint32_t reserved2[15];
+} blz_fork_stack;
+
+/**
+ * Pushes frame on stack, the calling worker's own, when the inline test
+ * of step 1 failed. (0.3)
+ * @param stack the calling thread's blz_fork_stack_v1.
+ * @param frame the fork's frame; fn and arg set.
+ * @return 1 when pushed; 0 when it could not be (out of memory): the
+ *         caller runs both halves itself and does not pop.
+ */
+BLZ_API int blz_fork_push_v1(blz_fork_stack *stack, blz_fork_frame *frame);
+
+/**
+ * Joins frame, the newest on stack, when it was promoted: pops it back
+ * and runs it, or runs other jobs of the pool until the worker that stole
+ * it has finished. (0.3)
+ * @param stack the calling thread's blz_fork_stack_v1.
+ * @param frame the frame step 1 pushed.
+ * @return 1 when frame->fn ran and returned normally.
+ */
+BLZ_API int blz_fork_join_v1(blz_fork_stack *stack, blz_fork_frame *frame);
+
+/**
+ * Step 4: puts the thread's blz_fail count back to before and counts one
+ * failed job (blz_stats::tasks_failed; a cancel_on_failure group of the
+ * task this runs in is cancelled). (0.3)
+ * @param stack  the calling thread's blz_fork_stack_v1.
+ * @param before *failures at step 1.
+ */
+BLZ_API void blz_fork_failed_v1(blz_fork_stack *stack, uint32_t before);
+
+/**
+ * Where the calling thread's blz_fork_stack_v1 is, for languages that
+ * cannot name another library's thread-local variable (Rust): the address
+ * stays valid for the thread's life, its value changes as the thread
+ * becomes a worker and stops being one. Only read through it: the
+ * library alone writes the pointer. (0.3)
+ * @return the address of the calling thread's blz_fork_stack_v1.
+ */
+BLZ_API blz_fork_stack **blz_fork_stack_slot_v1(void);
+
+#if defined(__GNUC__)
+/**
+ * The calling thread's fork stack when it is a worker of a pool, else
+ * NULL. Written only by the thread itself. initial-exec: one load from the
+ * thread pointer (libblitz.so is in the static TLS block, also when a
+ * program loads it with dlopen). (0.3)
+ */
+BLZ_API extern __thread blz_fork_stack *blz_fork_stack_v1 __attribute__((tls_model("initial-exec")));
+#endif
+/** @} */
 
 /**
  * Runs fn(arg) on one of pool's workers and waits for it. On a worker of

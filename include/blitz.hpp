@@ -265,6 +265,80 @@ struct call_frame {
     std::exception_ptr error;
 };
 
+#if defined(__GNUC__)
+// The fork path compiled into the caller (blitz.h, "The inline fork path",
+// steps 1 to 4), for a worker of the pool forking. When nobody asked for
+// work the fork costs two stores and a load before f, a load and a store
+// after it, and f and g are direct calls the compiler may inline.
+class inline_fork {
+public:
+    explicit inline_fork(blz_fork_stack &stack) noexcept : stack_(stack), failures_before_(*stack.failures) {}
+
+    // Step 1: g's frame (runnable by a thief through frame.fn) goes on the stack.
+    void push(blz_fork_frame &frame) noexcept {
+        frame_ = &frame;
+        const std::uint32_t depth = stack_.depth;
+        // relaxed: requests is a hint other workers set (blitz.h).
+        if (__builtin_expect(depth < stack_.capacity && __atomic_load_n(&stack_.requests, __ATOMIC_RELAXED) == 0, 1)) {
+            stack_.frames[depth] = &frame;
+            stack_.depth = depth + 1;
+        } else if (blz_fork_push_v1(&stack_, &frame) == 0) {
+            frame_ = nullptr;  // not pushed (out of memory): g runs here
+        }
+    }
+
+    // Step 3: true when g is the caller's to run now; false when the
+    // library ran it or waited for the thief that did (then ok() says how
+    // it ended).
+    bool take_back() noexcept {
+        if (frame_ == nullptr) return true;
+        const std::uint32_t newest = stack_.depth - 1;
+        if (__builtin_expect(newest >= stack_.promoted, 1)) {
+            stack_.depth = newest;
+            // relaxed load + store: only this thread writes it; statistics read it.
+            __atomic_store_n(&stack_.jobs_executed, __atomic_load_n(&stack_.jobs_executed, __ATOMIC_RELAXED) + 1,
+                             __ATOMIC_RELAXED);
+            return true;
+        }
+        ok_ = blz_fork_join_v1(&stack_, frame_) == 1;
+        return false;
+    }
+
+    // Step 4, after both halves: the join's status.
+    blz_status finish() noexcept {
+        if (__builtin_expect(*stack_.failures != failures_before_, 0)) {
+            blz_fork_failed_v1(&stack_, failures_before_);
+            ok_ = false;
+        }
+        return ok_ ? BLZ_OK : BLZ_ETASK;
+    }
+
+private:
+    blz_fork_stack &stack_;
+    const std::uint32_t failures_before_;
+    blz_fork_frame *frame_ = nullptr;
+    bool ok_ = true;
+};
+
+// f() into `result`; an exception goes to `error` and is reported with
+// blz_fail() (run_job's rule). An unwind that is not a C++ exception
+// first lets `before_unwind` finish the join (a thief may hold g's frame
+// on this stack), then goes on.
+template <class F, class R, class BeforeUnwind>
+inline void run_inline_half(F &&f, slot<R> &result, std::exception_ptr &error, BeforeUnwind &&before_unwind) {
+    try {
+        result.fill(std::forward<F>(f));
+    } catch (...) {
+        error = std::current_exception();
+        if (!error) {
+            before_unwind();
+            throw;
+        }
+        if (!is_cancellation(error)) blz_fail();
+    }
+}
+#endif
+
 // A body called by blz_parallel_for on sub-ranges, possibly concurrently.
 // The first exception (in time) is kept; every piece still runs, as in C
 // (unless a cancel_on_failure group skips the rest).
@@ -954,6 +1028,12 @@ public:
      */
     template <class F, class G>
     std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>> join(F &&f, G &&g) {
+#if defined(__GNUC__)
+        blz_fork_stack *const stack = blz_fork_stack_v1;
+        if (__builtin_expect(stack != nullptr && stack->pool == pool_.get(), 1)) {
+            return join_inline(*stack, std::forward<F>(f), std::forward<G>(g));
+        }
+#endif
         detail::call_frame<F> a(f);
         detail::call_frame<G> b(g);
         const blz_status status =
@@ -963,6 +1043,38 @@ public:
         return std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>>(
             a.result.take_value(), b.result.take_value());
     }
+
+#if defined(__GNUC__)
+private:
+    // join() on a worker of this pool: blitz.h's inline fork path. g's
+    // call_frame is what a thief runs if g is promoted; f and an unpromoted
+    // g are called right here.
+    template <class F, class G>
+    static std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>> join_inline(
+        blz_fork_stack &stack, F &&f, G &&g) {
+        detail::call_frame<G> b(g);
+        blz_fork_frame frame;
+        frame.fn = &detail::call_frame<G>::run;
+        frame.arg = &b;
+        detail::inline_fork fork(stack);
+        fork.push(frame);
+        detail::slot<detail::result_t<F>> a_result;
+        std::exception_ptr a_error;
+        detail::run_inline_half(std::forward<F>(f), a_result, a_error, [&]() noexcept {
+            if (fork.take_back()) detail::call_frame<G>::run(&b);
+        });
+        if (fork.take_back()) {
+            detail::run_inline_half(std::forward<G>(g), b.result, b.error, [] {});
+        }
+        const blz_status status = fork.finish();
+        if (a_error) std::rethrow_exception(a_error);
+        b.finish(status, "blz::pool::join");
+        return std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>>(
+            a_result.take_value(), b.result.take_value());
+    }
+
+public:
+#endif
 
     /**
      * Runs f() on one of the pool's workers (inline on a worker of this

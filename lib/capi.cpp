@@ -384,6 +384,35 @@ BLZ_API blz_status blz_fork_join(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b
     return without_chaos_cancellation([&] { return fork_join_slow(pool, a, arg_a, b, arg_b); });
 }
 
+// The inline fork path's calls (blitz.h, "The inline fork path"). The
+// stack must be the calling worker's own: anything else is a caller's
+// mistake, answered without touching it.
+namespace {
+Worker *fork_stack_owner(const blz_fork_stack *stack) {
+    Worker *worker = Worker::current();
+    return worker != nullptr && &worker->forks().record() == stack ? worker : nullptr;
+}
+}  // namespace
+
+BLZ_API int blz_fork_push_v1(blz_fork_stack *stack, blz_fork_frame *frame) {
+    Worker *worker = fork_stack_owner(stack);
+    if (worker == nullptr || frame == nullptr || frame->fn == nullptr) return 0;  // run both inline
+    return worker->push_fork(frame) ? 1 : 0;
+}
+
+BLZ_API int blz_fork_join_v1(blz_fork_stack *stack, blz_fork_frame *frame) {
+    Worker *worker = fork_stack_owner(stack);
+    if (worker == nullptr || frame == nullptr || !worker->forks().is_newest(frame)) return 0;
+    return worker->join_promoted(frame) ? 1 : 0;
+}
+
+BLZ_API void blz_fork_failed_v1(blz_fork_stack *stack, uint32_t before) {
+    if (fork_stack_owner(stack) == nullptr) return;
+    (void)blz::take_failures(before, true);
+}
+
+BLZ_API blz_fork_stack **blz_fork_stack_slot_v1(void) { return &blz_fork_stack_v1; }
+
 BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg) {
     return without_chaos_cancellation([&]() -> blz_status {
         if (fn == nullptr) return BLZ_EINVAL;

@@ -23,7 +23,7 @@ namespace {
 // forking thread is nobody's worker any more.
 void on_fork_child() {
     g_fork_generation.fetch_add(1, std::memory_order_relaxed);  // relaxed: the child is single-threaded now
-    t_current_worker = nullptr;
+    set_current_worker(nullptr);
     t_task_frames = nullptr;
 }
 
@@ -85,12 +85,12 @@ struct ThreadRole {
     static ThreadRole current() { return {t_current_worker, t_task_frames, t_failures}; }
     // The role of `worker`, fresh: outside every task, no failure pending.
     static void become(Worker &worker) {
-        t_current_worker = &worker;
+        set_current_worker(&worker);
         t_task_frames = nullptr;
         t_failures = 0;
     }
     void restore() const {
-        t_current_worker = worker;
+        set_current_worker(worker);
         t_task_frames = frames;
         t_failures = failures;
     }

@@ -202,7 +202,7 @@ blz_status Tracer::start_session(const char *path) {
         session->buffers.push_back(std::move(buffer));
     }
     session->start_ns = monotonic_now_ns();
-    for (uint32_t i = 0; i < n; ++i) registry_.worker(i).trace_slot().attach(session->buffers[i].get());
+    for (uint32_t i = 0; i < n; ++i) registry_.worker(i).attach_trace(session->buffers[i].get());
     outside_slot_.attach(session->buffers[n].get());
     active_.store(true, std::memory_order_relaxed);  // relaxed: a hint for woke(); the slots decide
     session_ = std::move(session);
@@ -213,7 +213,7 @@ blz_status Tracer::stop() {
     std::lock_guard<std::mutex> lock(control_);
     if (session_ == nullptr) return BLZ_EINVAL;
     active_.store(false, std::memory_order_relaxed);  // relaxed: a hint, as above
-    for (uint32_t i = 0; i < registry_.num_threads(); ++i) registry_.worker(i).trace_slot().detach();
+    for (uint32_t i = 0; i < registry_.num_threads(); ++i) registry_.worker(i).detach_trace();
     outside_slot_.detach();
     std::unique_ptr<Session> session = std::move(session_);
     try {

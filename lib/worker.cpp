@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <sched.h>
 #include <unistd.h>
 
@@ -11,6 +12,24 @@
 namespace blz {
 
 constinit thread_local Worker *t_current_worker = nullptr;
+
+}  // namespace blz
+
+// blitz.h: the inline fork path's view of t_current_worker.
+BLZ_API __thread blz_fork_stack *blz_fork_stack_v1 = nullptr;
+
+namespace blz {
+
+void set_current_worker(Worker *worker) {
+    t_current_worker = worker;
+    if (worker == nullptr) {
+        blz_fork_stack_v1 = nullptr;
+        return;
+    }
+    blz_fork_stack &record = worker->forks().record();
+    record.failures = &t_failures;  // this thread's, for step 4 of blitz.h's fork path
+    blz_fork_stack_v1 = &record;
+}
 
 namespace {
 
@@ -56,6 +75,9 @@ struct Worker::IdleHost {
 };
 
 bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
+    // Before running anything else: every pending fork of ours becomes a
+    // job, which this loop or a thief runs (fork_stack.hpp [F4]).
+    promote(UINT32_MAX);
     IdleHost host{*this};
     return run_until<false>(host, *sleep_, latch, deadline);
 }
@@ -156,7 +178,11 @@ Job *Worker::steal() {
             uint32_t victim = start + k;
             if (victim >= n) victim -= n;
             if (victim == index_) continue;
-            auto stolen = registry_->worker(victim).deque_.steal();
+            Worker &other = registry_->worker(victim);
+            auto stolen = other.deque_.steal();
+            // Taken, or nothing to take: the victim's next fork promotes
+            // one (fork_stack.hpp [F5]).
+            if (stolen.status != Deque<Job *>::Steal::kAbort) other.forks_.request();
             if (stolen.status == Deque<Job *>::Steal::kSuccess) {
                 bump(steals_);
                 return stolen.value;
@@ -165,6 +191,77 @@ Job *Worker::steal() {
         }
         if (!contended) return nullptr;  // every deque was seen empty
     }
+}
+
+// A promoted frame's job lives in the frame (blitz.h reserves the room).
+using FrameJob = StackJob<CFunction>;
+static_assert(sizeof(FrameJob) <= sizeof(blz_fork_frame::job), "blz_fork_frame::job holds a FrameJob");
+static_assert(alignof(FrameJob) <= alignof(uintptr_t), "and aligns it");
+
+static FrameJob *job_of(blz_fork_frame *frame) {
+    return std::launder(reinterpret_cast<FrameJob *>(frame->job));
+}
+
+uint32_t Worker::promote(uint32_t max) {
+    uint32_t n = 0;
+    for (; n < max && forks_.has_pending(); ++n) {
+        blz_fork_frame *frame = forks_.oldest_pending();
+        // The submitter's task frames are the thread's now [F4].
+        auto *job = new (frame->job) FrameJob(CFunction{frame->fn, frame->arg}, Latch::Waiter{this, nullptr});
+        if (!deque_.push(job)) {  // out of memory: the frame stays pending, run by us
+            job->~FrameJob();
+            break;
+        }
+        forks_.mark_oldest_promoted();
+    }
+    if (n != 0) publish(n, fork_awake_limit_);
+    return n;
+}
+
+bool Worker::push_fork(blz_fork_frame *frame) {
+    if (!forks_.push_growing(frame)) return false;
+    const uint32_t requests = forks_.requests();
+    if ((requests & ForkStack::kTraced) != 0) {
+        promote(UINT32_MAX);  // each half a span (run_taken_back)
+    } else if ((requests & ForkStack::kWanted) != 0) {
+        forks_.clear_request();  // before promoting: a steal of what we promote asks again [F5]
+        promote(1);
+    }
+    return true;
+}
+
+bool Worker::join_promoted(blz_fork_frame *frame) {
+    FrameJob *job = job_of(frame);
+    forks_.pop_promoted();  // [F3]: off the stack; its job is on the deque or taken
+    bool ok;
+    Job *popped = pop();
+    for (;;) {
+        if (popped == job) {
+            ok = run_taken_back(frame);
+            break;
+        }
+        if (popped == nullptr) {  // a thief took it: help until it is done
+            wait_until(job->latch.core());
+            ok = job->ok;
+            break;
+        }
+        execute(popped, TraceKind::kJobOwn);  // spawned above our fork: ours to run first
+        popped = pop();
+    }
+    job->~FrameJob();
+    // Nothing of ours may be public now: the next fork offers one.
+    if (deque_.public_part_empty()) forks_.request();
+    return ok;
+}
+
+bool Worker::run_taken_back(blz_fork_frame *frame) {
+    forks_.count_job();
+    const CFunction half{frame->fn, frame->arg};
+    if (!trace_.attached()) [[likely]] return half();
+    const uint64_t begin = monotonic_now_ns();
+    const bool ok = half();
+    trace_.write({begin, monotonic_now_ns(), reinterpret_cast<uintptr_t>(frame->fn), TraceKind::kJobOwn});
+    return ok;
 }
 
 void die_unwound_out_of(const char *what) {

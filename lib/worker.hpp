@@ -12,6 +12,7 @@
 #include "fence.hpp"
 #include "futex.hpp"
 #include "deque.hpp"
+#include "fork_stack.hpp"
 #include "injector.hpp"
 #include "job.hpp"
 #include "phase_clock.hpp"
@@ -27,6 +28,10 @@ struct CFunction;
 // the thread pointer on the fork-join path (the library is small enough
 // for the static TLS reserve even when loaded by dlopen).
 extern constinit thread_local Worker *t_current_worker __attribute__((tls_model("initial-exec")));
+
+// Makes the calling thread `worker` (nullptr: nobody's worker): the
+// library's pointer and the inline fork path's (blz_fork_stack_v1).
+void set_current_worker(Worker *worker);
 
 // XorShift64*: cheap per-worker randomness for choosing steal victims.
 struct XorShift64Star {
@@ -52,7 +57,7 @@ struct Found {
 class alignas(kCacheLine) Worker {
 public:
     Worker(Registry &registry, uint32_t index);
-    bool init() { return deque_.init(); }
+    bool init() { return deque_.init() && forks_.init(reinterpret_cast<const blz_pool *>(registry_)); }
 
     static Worker *current() { return t_current_worker; }
     Registry &registry() const { return *registry_; }
@@ -60,50 +65,53 @@ public:
     Latch &terminate_latch() { return terminate_; }
     pthread_t &thread() { return thread_; }
 
-    // Fork-join on this worker: a runs inline while b waits on the deque
-    // for a thief. a and b return true when they ended normally; join
+    // Fork-join on this worker: a runs inline while b waits on the fork
+    // stack, pending, and is promoted to a job thieves can take if one asks
+    // (fork_stack.hpp). a and b return true when they ended normally; join
     // returns true when both did. Both always run.
-    // Inlined into its callers: the common case (b popped back unstolen)
-    // is a push, a call, a pop and a call; the rest is out of line.
+    // Inlined into its callers: the common case (b never promoted) is two
+    // stores, a call, a load and a store, and a call; the rest is out of line.
     template <class A, class B>
     [[gnu::always_inline]] bool join(A &&a, B &&b) {
-        StackJob<std::decay_t<B>> job_b(static_cast<B &&>(b), Latch::Waiter{this, nullptr});
-        if (!push(&job_b)) [[unlikely]] {  // the deque could not grow: run both here
+        // A C function is its own frame (traces name it); any other
+        // callable goes through a ForkHalf, which keeps its result.
+        using Half = ForkHalf<std::remove_reference_t<B>>;
+        constexpr bool kCFunction = std::is_same_v<std::decay_t<B>, CFunction>;
+        Half half{b, true};
+        blz_fork_frame frame;
+        if constexpr (kCFunction) {
+            frame.fn = b.fn;
+            frame.arg = b.arg;
+        } else {
+            frame.fn = &Half::run;
+            frame.arg = &half;
+        }
+        if (!forks_.try_push(&frame) && !push_fork(&frame)) [[unlikely]] {  // out of memory: run both here
             bool ok_a = a();
-            bool ok_b = job_b.fn();
+            bool ok_b = b();
             return ok_a && ok_b;
         }
         bool ok_a = a();
-        Job *popped = pop();
         bool ok_b;
-        if (popped == &job_b) [[likely]] {
-            bump(jobs_executed_);
-            ok_b = run_inline(job_b);
+        if (forks_.pop_pending()) [[likely]] {
+            forks_.count_job();
+            ok_b = b();
         } else {
-            ok_b = take_back(job_b, popped);
+            ok_b = join_promoted(&frame) && (kCFunction || half.ok);
         }
         return ok_a && ok_b;
     }
 
-    // Pushes a job onto this worker's deque, private (only this worker can
-    // take it) until published. Publishing happens here and in pop(): all
-    // private jobs when another worker is idle, else the oldest one when
-    // thieves have nothing left to take. The price of fence-free fork-join
-    // is that a worker running a long job without forking or popping hands
-    // out no more of the jobs it queued before than were public when it
-    // last pushed (docs/protocol.md). False when the deque could not grow.
-    bool push(Job *job) {
-        if (!deque_.push(job)) return false;
-        if (others_want_work()) [[unlikely]] {
-            publish(INT64_MAX, fork_awake_limit_);
-        } else if (deque_.public_part_empty()) {
-            no_public_tasks();  // whatever was public has been taken
-            // Keep the oldest job stealable: in fork-join the largest, and
-            // the one whose sibling may wait for it or run long.
-            publish(1, fork_awake_limit_);
-        }
-        return true;
-    }
+    // The fork path's out-of-line halves (blitz.h's blz_fork_push_v1 and
+    // blz_fork_join_v1 too). push_fork: pushes `frame` when the inline push
+    // could not, serving a request or tracing by promoting; false when out
+    // of memory. join_promoted: `frame`, the newest, was promoted: takes
+    // its job back and runs it, or waits for the thief; true when the job
+    // ended normally.
+    [[gnu::noinline]] bool push_fork(blz_fork_frame *frame);
+    [[gnu::noinline]] bool join_promoted(blz_fork_frame *frame);
+
+    ForkStack &forks() { return forks_; }
 
     // Pushes a spawned task, which others may take at once. It is a shared
     // job (sleep.hpp): the job that spawned it may block outside the
@@ -130,14 +138,8 @@ public:
     }
 
     // Pops from this worker's deque (newest first); nullptr when empty.
-    Job *pop() {
-        Job *job = deque_.pop();
-        // A pop never empties the public part while private jobs remain
-        // (the fenced pop runs only when none remain), so only idle
-        // workers are a reason to publish here.
-        if (deque_.private_size() != 0 && others_want_work()) [[unlikely]] publish(INT64_MAX, fork_awake_limit_);
-        return job;
-    }
+    // Every job on it is public (spawned tasks, promoted forks).
+    Job *pop() { return deque_.pop(); }
 
     // Runs a job taken from `source` (tracing names it).
     void execute(Job *job, TraceKind source) {
@@ -146,11 +148,21 @@ public:
         } else {
             job->execute(job);
         }
-        bump(jobs_executed_);
+        forks_.count_job();
     }
 
     // The slot this worker's trace events go through (trace.hpp).
     TraceSlot &trace_slot() { return trace_; }
+    // Any thread (the tracer): starts and ends this worker's tracing. While
+    // traced every fork is promoted, so each half is a span of its own.
+    void attach_trace(TraceBuffer *buffer) {
+        trace_.attach(buffer);
+        forks_.set_traced(true);
+    }
+    TraceBuffer *detach_trace() {
+        forks_.set_traced(false);
+        return trace_.detach();
+    }
 
     // Runs jobs of this pool until `latch` is set, sleeping when there are
     // none, or until `deadline` (deadline.hpp) has passed: then false,
@@ -194,7 +206,7 @@ public:
     // Any thread: where the worker's time went (phase_clock.hpp).
     PhaseTimes phase_times() const { return clock_.read(); }
 
-    uint64_t jobs_executed() const { return jobs_executed_.load(std::memory_order_relaxed); }
+    uint64_t jobs_executed() const { return forks_.jobs_executed(); }
     uint64_t steals() const { return steals_.load(std::memory_order_relaxed); }
 
 private:
@@ -203,44 +215,22 @@ private:
         counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
 
-    // After a, when the first pop did not give b back: `first` and what
-    // follows it are jobs a left above b (ours to run) until b comes back;
-    // if a thief took b, run other jobs until the thief sets its latch.
+    // A fork's second half as its frame's function: `ok` is b's result.
     template <class B>
-    [[gnu::noinline]] bool take_back(StackJob<B> &job_b, Job *first) {
-        for (Job *job = first; job != nullptr; job = pop()) {
-            if (job == &job_b) {
-                bump(jobs_executed_);
-                return run_inline(job_b);
-            }
-            execute(job, TraceKind::kJobOwn);  // a left spawned jobs above b: they are ours to run
+    struct ForkHalf {
+        B &b;
+        bool ok;
+        static void run(void *self) {
+            auto &half = *static_cast<ForkHalf *>(self);
+            half.ok = half.b();
         }
-        wait_until(job_b.latch.core());
-        return job_b.ok;
-    }
+    };
 
-    // A fork-join's second half, popped back by its forker: a job of its
-    // own (jobs_executed, a span of its own when traced). When tracing is
-    // off, one load and a branch more than calling it.
-    template <class B>
-    [[gnu::always_inline]] bool run_inline(StackJob<B> &job_b) {
-        if (trace_.attached()) [[unlikely]] return run_inline_traced(job_b);
-        return job_b.fn();
-    }
-
-    template <class B>
-    [[gnu::noinline, gnu::cold]] bool run_inline_traced(StackJob<B> &job_b) {
-        uint64_t function;
-        if constexpr (std::is_same_v<B, CFunction>) {
-            function = reinterpret_cast<uintptr_t>(job_b.fn.fn);
-        } else {
-            function = reinterpret_cast<uintptr_t>(&StackJob<B>::run);
-        }
-        const uint64_t begin = monotonic_now_ns();
-        const bool ok = job_b.fn();
-        trace_.write({begin, monotonic_now_ns(), function, TraceKind::kJobOwn});
-        return ok;
-    }
+    // Owner: turns up to `max` of the oldest pending frames into jobs on
+    // the deque and publishes them (fork_stack.hpp [F2]). Returns how many.
+    uint32_t promote(uint32_t max);
+    // Runs a promoted frame's job that its owner took back.
+    bool run_taken_back(blz_fork_frame *frame);
 
     [[gnu::noinline, gnu::cold]] void execute_traced(Job *job, TraceKind source);
     [[gnu::noinline, gnu::cold]] void trace_woken();
@@ -276,18 +266,10 @@ private:
         if (public_tasks_.load(std::memory_order_relaxed)) public_tasks_.store(false, std::memory_order_relaxed);
     }
 
-    // Whether some worker of the pool is awake and searching for work:
-    // then every private job is published, for it to steal. Sleepers are
-    // not counted: for them the oldest job is enough, published when the
-    // public part is empty, and the post that publishes it decides whether
-    // to wake one. One load (seq_cst load: a plain mov on x86) of a line
-    // that changes only when workers go idle or wake.
-    bool others_want_work() const { return sleep_->counters().awake_but_idle() != 0; }
-
-    // Makes the private jobs stealable and tells the sleep protocol: a
+    // Makes promoted forks stealable and tells the sleep protocol: a
     // published job is a posted job (JEC, wake decisions). No fence: a
     // sleeper that misses it costs parallelism, never progress, since
-    // this worker runs its own jobs.
+    // this worker runs its own forks.
     // `awake_limit`: see Sleep::new_internal_jobs.
     [[gnu::noinline]] void publish(int64_t max, uint32_t awake_limit) {
         int64_t n = deque_.publish(max);
@@ -319,11 +301,11 @@ private:
     // sleeper's final check reads it, and the owner writes its neighbours
     // above (rng_) on every steal.
     alignas(kCacheLine) std::atomic<bool> public_tasks_{false};
-    alignas(kCacheLine) std::atomic<uint64_t> jobs_executed_{0};
-    std::atomic<uint64_t> steals_{0};
-    // On the line the fork-join path writes anyway (jobs_executed_): its
-    // test costs a load of a line already in this core's cache.
+    alignas(kCacheLine) std::atomic<uint64_t> steals_{0};
     TraceSlot trace_;
+    // The pending forks (fork_stack.hpp); the inline fork path of
+    // blitz.hpp reaches its record through blz_fork_stack_v1.
+    ForkStack forks_;
     // Written by the owner at idle/busy transitions only, read by statistics.
     alignas(kCacheLine) PhaseClock clock_;
     // The futex word of a worker sitting out the cap: 1 while it may

@@ -136,7 +136,7 @@ int main(void) {
 
     /* Versions. */
     CHECK(BLZ_VERSION_NUMBER == BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH);
-    CHECK(BLZ_VERSION_NUMBER == 201);
+    CHECK(BLZ_VERSION_NUMBER == 300);
     CHECK(blz_version_number() == (uint32_t)BLZ_VERSION_NUMBER);
 
     /* Status strings. */

@@ -87,10 +87,13 @@ abidw --exported-interfaces-only \
       --out-file "$current" "$lib"
 
 # Every exported function must have come with its type from the DWARF.
-symbols=$(grep -c "<elf-symbol name='blz_" "$current" || true)
+# (The one variable, the thread-local blz_fork_stack_v1, is a symbol
+# abidw records without a declaration; its type is blz_fork_stack, which
+# the functions of the inline fork path reach.)
+symbols=$(grep "<elf-symbol name='blz_" "$current" | grep -c "type='func-type'" || true)
 decls=$(grep -c "<function-decl name='blz_" "$current" || true)
 if [ "$symbols" -eq 0 ] || [ "$symbols" -ne "$decls" ]; then
-    echo "abi-check: $symbols exported blz_* symbols but $decls with a type in the DWARF of $lib" >&2
+    echo "abi-check: $symbols exported blz_* functions but $decls with a type in the DWARF of $lib" >&2
     exit 1
 fi
 

@@ -45,6 +45,23 @@ ABI_ASSERT(offsetof(blz_pool_config, struct_size) == 0, config_size_first);
 ABI_ASSERT(offsetof(blz_stats, struct_size) == 0, stats_size_first);
 ABI_ASSERT(offsetof(blz_spawn_options, struct_size) == 0, spawn_options_size_first);
 
+/* The inline fork path's layout (blitz.h): code compiled against this
+ * header reads these offsets; a change needs a new layout version (a new
+ * blz_fork_stack_vN pointer), never an edit of version 1. */
+ABI_ASSERT(BLZ_FORK_LAYOUT_VERSION == 1, fork_layout_version);
+ABI_ASSERT(offsetof(blz_fork_frame, fn) == 0, frame_fn);
+ABI_ASSERT(offsetof(blz_fork_frame, arg) == sizeof(void *), frame_arg);
+ABI_ASSERT(sizeof(((blz_fork_frame *)0)->job) == 8 * sizeof(uintptr_t), frame_job);
+ABI_ASSERT(offsetof(blz_fork_stack, pool) == 0, stack_pool);
+ABI_ASSERT(offsetof(blz_fork_stack, frames) == 8, stack_frames);
+ABI_ASSERT(offsetof(blz_fork_stack, depth) == 16, stack_depth);
+ABI_ASSERT(offsetof(blz_fork_stack, capacity) == 20, stack_capacity);
+ABI_ASSERT(offsetof(blz_fork_stack, promoted) == 24, stack_promoted);
+ABI_ASSERT(offsetof(blz_fork_stack, failures) == 32, stack_failures);
+ABI_ASSERT(offsetof(blz_fork_stack, jobs_executed) == 40, stack_jobs);
+ABI_ASSERT(offsetof(blz_fork_stack, requests) == 64, stack_requests_own_line);
+ABI_ASSERT(sizeof(blz_fork_stack) == 128, stack_two_lines);
+
 /* Every callback type, implemented with the exact prototype. */
 static void job(void *arg) { (void)arg; }
 
@@ -127,6 +144,17 @@ int blitz_header_c_uses_everything(void) {
     status = blz_pool_destroy(pool);
     status = blz_pool_create(NULL, &pool);
     status = blz_pool_release(pool, done, &last_done);
+
+    {
+        blz_fork_stack *stack = *blz_fork_stack_slot_v1();
+        blz_fork_frame frame;
+        frame.fn = job;
+        frame.arg = NULL;
+        if (stack == NULL) stack = blz_fork_stack_v1;
+        if (blz_fork_push_v1(stack, &frame) != 0 && blz_fork_join_v1(stack, &frame) != 1) {
+            blz_fork_failed_v1(stack, 0u);
+        }
+    }
 
     return (int)(status + (text != NULL) + (int32_t)(version + threads + last) + index +
                  (int32_t)(sum + stats.jobs_executed) + last_done + cancelled);

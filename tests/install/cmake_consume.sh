@@ -14,8 +14,8 @@
 # builds and runs, each program loading the installed library; the C++ one
 # compiles only because blitz::blitz raises CMAKE_CXX_STANDARD 11 to 17; a
 # project with C alone (no C++ enabled) links blitz::blitz too; and
-# SameMajorVersion: with 0.2.1 installed, find_package(blitz 0.2.1 EXACT),
-# (blitz 0.2) and (blitz 0.1) succeed, (blitz 0.3) and (blitz 1.0) fail.
+# SameMajorVersion: with 0.3.0 installed, find_package(blitz 0.3.0 EXACT),
+# (blitz 0.3), (blitz 0.2) and (blitz 0.1) succeed, (blitz 0.4) and (blitz 1.0) fail.
 set -euo pipefail
 
 usage() { echo "usage: $0 prefix <source-root> | system" >&2; exit 2; }

@@ -27,7 +27,7 @@ from ._executor import Executor
 from ._pool import Pool, Task
 from ._runtime import BlitzError, Future, PoolClosedError
 
-__version__ = "0.2.1"
+__version__ = "0.3.0"
 
 __all__ = [
     "__version__", "library_version", "library_path", "aio",

@@ -183,13 +183,22 @@ def _header_text():
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
+# The inline fork path of blitz.h (blz_fork_*_v1): what C++ and Rust code
+# compiled against the header calls from its own join; Python forks
+# through blz_fork_join, so the binding does not declare them.
+INLINE_FORK_PATH = re.compile(r"blz_fork_\w+_v\d+$")
+
+
 def header_functions():
-    """{name: (returns void, number of parameters)} of every BLZ_API function in blitz.h."""
+    """{name: (returns void, number of parameters)} of every BLZ_API function in
+    blitz.h, but those of the inline fork path."""
     text = _header_text()
     if text is None:
         return None
     functions = {}
     for returns, name, params in re.findall(r"BLZ_API\s+([^;()]*?)\b(blz_\w+)\s*\(([^)]*)\)\s*;", text):
+        if INLINE_FORK_PATH.match(name):
+            continue
         params = [p for p in params.split(",") if p.strip() not in ("", "void")]
         functions[name] = (returns.split() == ["void"], len(params))
     return functions

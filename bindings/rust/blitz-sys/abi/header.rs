@@ -3,12 +3,14 @@
 // with the Rust declarations). It understands exactly the constructs the
 // header promises to use: object-like `#define BLZ_*` constants, one enum
 // of named values, `typedef struct X X;` (opaque handles),
-// `typedef struct X { fields } X;`, scalar typedefs, function-pointer
-// typedefs and `BLZ_API` prototypes. Anything else between those is an
+// `typedef struct X { fields } X;` (a field may be an array of a constant
+// length), scalar typedefs, function-pointer typedefs, `BLZ_API`
+// prototypes and `BLZ_API extern` variables. Anything else between those is an
 // error, so a new kind of declaration cannot slip past the mirror test.
 //
 // C types are given in a canonical spelling: the words, then one `*` per
-// level of indirection, e.g. "const blz_pool_config*", "blz_pool**", "void*".
+// level of indirection, e.g. "const blz_pool_config*", "blz_pool**", "void*";
+// an array field's type ends with its length: "uintptr_t[8]".
 #![allow(dead_code)]
 
 /// A function or function-pointer typedef: its name, its return type and
@@ -44,6 +46,8 @@ pub struct Header {
     pub callbacks: Vec<Proto>,
     /// `BLZ_API ret name(params);`
     pub functions: Vec<Proto>,
+    /// `BLZ_API extern [__thread] type name [__attribute__((...))];`: (name, canonical C type).
+    pub variables: Vec<(String, String)>,
 }
 
 /// Whether a macro body is an integer constant expression: numbers,
@@ -237,6 +241,14 @@ pub fn parse(text: &str) -> Header {
         let is_function = s.split(' ').next() == Some("BLZ_API");
         let s = words.join(" ");
         let s = s.trim();
+        if let Some(rest) = s.strip_prefix("extern ").filter(|_| is_function) {
+            // A variable: its attributes carry no layout, `__thread` says where it lives.
+            let decl = rest.split("__attribute__").next().unwrap().trim();
+            let decl = decl.strip_prefix("__thread ").unwrap_or(decl);
+            let (ty, name) = split_named(decl);
+            header.variables.push((name, ty));
+            continue;
+        }
         if is_function {
             header.functions.push(parse_proto(s));
             continue;
@@ -271,6 +283,13 @@ pub fn parse(text: &str) -> Header {
                     .map(|f| {
                         assert!(!f.contains('('), "blitz.h: a field that is not a plain declaration: {:?}", f);
                         assert!(!f.contains(':'), "blitz.h: a bitfield: {:?}", f);
+                        // An array: "uintptr_t job[8]" is a field job of type "uintptr_t[8]".
+                        if let Some(open) = f.find('[') {
+                            let len = f[open + 1..].strip_suffix(']').expect("blitz.h: an array field without ']'");
+                            assert!(len.trim().parse::<usize>().is_ok(), "blitz.h: an array length that is not a number: {:?}", f);
+                            let (ty, name) = split_named(&f[..open]);
+                            return Field { name, ty: format!("{}[{}]", ty, len.trim()) };
+                        }
                         let (ty, name) = split_named(f);
                         Field { name, ty }
                     })

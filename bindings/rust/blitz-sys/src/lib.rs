@@ -23,13 +23,15 @@ use std::os::raw::{c_char, c_int, c_void};
 /// Major version: changes when the ABI breaks.
 pub const BLZ_VERSION_MAJOR: u32 = 0;
 /// Minor version: changes when the ABI grows.
-pub const BLZ_VERSION_MINOR: u32 = 2;
+pub const BLZ_VERSION_MINOR: u32 = 3;
 /// Patch version: changes for fixes only.
-pub const BLZ_VERSION_PATCH: u32 = 1;
+pub const BLZ_VERSION_PATCH: u32 = 0;
 /// The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH.
 pub const BLZ_VERSION_NUMBER: u32 = BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH;
 /// The most workers one pool may have.
 pub const BLZ_MAX_THREADS: u32 = 65535;
+/// The layout version of [`blz_fork_frame`] and [`blz_fork_stack`] (0.3): the suffix of `blz_fork_stack_v1`.
+pub const BLZ_FORK_LAYOUT_VERSION: u32 = 1;
 
 /// A status: `BLZ_OK` or one of the negative status codes below.
 pub type blz_status = i32;
@@ -189,6 +191,51 @@ pub struct blz_stats {
     pub sleep_ns: u64,
 }
 
+/// C's `uintptr_t`, as blitz.h spells it.
+pub type uintptr_t = usize;
+
+/// A fork's second half on the forker's stack: the inline fork path of
+/// blitz.h (0.3). Only its owner touches it until the library promotes it.
+#[repr(C)]
+#[derive(Debug)]
+pub struct blz_fork_frame {
+    /// The second half: `fn(arg)`. Must not unwind.
+    pub r#fn: blz_fn,
+    /// Its argument.
+    pub arg: *mut c_void,
+    /// The library's, once promoted; never initialised by the caller.
+    pub job: [uintptr_t; 8],
+}
+
+/// One worker's fork stack (blitz.h, "The inline fork path", 0.3): its
+/// owner's line, then `requests`, which other threads set.
+#[repr(C)]
+#[derive(Debug)]
+pub struct blz_fork_stack {
+    /// The pool this worker belongs to.
+    pub pool: *const blz_pool,
+    /// The pending and promoted frames, oldest first.
+    pub frames: *mut *mut blz_fork_frame,
+    /// The number of frames pushed and not yet joined.
+    pub depth: u32,
+    /// The length of `frames`.
+    pub capacity: u32,
+    /// `frames[0..promoted]` are promoted: other workers may run them.
+    pub promoted: u32,
+    /// Zero.
+    pub reserved0: u32,
+    /// This thread's `blz_fail` count.
+    pub failures: *mut u32,
+    /// Jobs this worker ran; a relaxed atomic.
+    pub jobs_executed: u64,
+    /// Zero: pads the owner's line.
+    pub reserved1: [u64; 2],
+    /// Non-zero: the next push goes through `blz_fork_push_v1` (a relaxed atomic).
+    pub requests: u32,
+    /// Zero: pads the shared line.
+    pub reserved2: [u32; 15],
+}
+
 extern "C" {
     /// The library's version as `BLZ_VERSION_NUMBER` computes it.
     pub fn blz_version_number() -> u32;
@@ -282,4 +329,16 @@ extern "C" {
     pub fn blz_pool_trace_start(pool: *mut blz_pool, path: *const c_char) -> blz_status;
     /// Stops the pool's trace and writes its file. (0.2)
     pub fn blz_pool_trace_stop(pool: *mut blz_pool) -> blz_status;
+
+    /// The inline fork path, step 1's slow case: pushes `frame` on `stack`, the
+    /// calling worker's own (0.3). 1 when pushed, 0 when not (run both halves inline).
+    pub fn blz_fork_push_v1(stack: *mut blz_fork_stack, frame: *mut blz_fork_frame) -> c_int;
+    /// Step 3's slow case: joins the promoted newest frame (0.3). 1 when it ran normally.
+    pub fn blz_fork_join_v1(stack: *mut blz_fork_stack, frame: *mut blz_fork_frame) -> c_int;
+    /// Step 4: a half called `blz_fail` since `before` was read (0.3).
+    pub fn blz_fork_failed_v1(stack: *mut blz_fork_stack, before: u32);
+    /// The address of the calling thread's `blz_fork_stack_v1` (0.3): stays valid for the
+    /// thread's life; the pointer it holds is the thread's fork stack while it is a worker.
+    /// Only read through it.
+    pub fn blz_fork_stack_slot_v1() -> *mut *mut blz_fork_stack;
 }

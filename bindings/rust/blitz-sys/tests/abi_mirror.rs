@@ -70,6 +70,11 @@ fn parsed_header() -> header::Header {
 /// canonical form: "*const blz_pool_config" → "const blz_pool_config*".
 fn rust_to_c(rust: &str) -> String {
     let mut s: String = rust.chars().filter(|c| !c.is_whitespace()).collect();
+    // An array: "[u64; 2]" is "uint64_t[2]".
+    if let Some(inner) = s.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+        let (element, len) = inner.rsplit_once(';').expect("an array type without its length");
+        return format!("{}[{}]", rust_to_c(element), len);
+    }
     let mut depth = 0;
     let mut is_const = false;
     loop {
@@ -147,6 +152,7 @@ fn rust_constants() -> Vec<RustConst> {
         BLZ_VERSION_PATCH,
         BLZ_VERSION_NUMBER,
         BLZ_MAX_THREADS,
+        BLZ_FORK_LAYOUT_VERSION,
         BLZ_OK,
         BLZ_EINVAL,
         BLZ_ENOMEM,
@@ -201,7 +207,7 @@ macro_rules! layout {
             // SAFETY: addr_of! computes the address without reading the uninitialised field.
             let field = unsafe { std::ptr::addr_of!((*base).$f) };
             FieldLayout {
-                name: stringify!($f).to_string(),
+                name: stringify!($f).trim_start_matches("r#").to_string(),  // r#fn is C's fn
                 c_type: rust_to_c(stringify!($ty)),
                 offset: field as usize - base as usize,
                 size: size_of_pointee(field),
@@ -248,6 +254,20 @@ fn rust_structs() -> Vec<Layout> {
             group: *mut blz_group,
             on_done: blz_done_fn,
             done_arg: *mut c_void,
+        }),
+        layout!(blz_fork_frame { r#fn: blz_fn, arg: *mut c_void, job: [uintptr_t; 8] }),
+        layout!(blz_fork_stack {
+            pool: *const blz_pool,
+            frames: *mut *mut blz_fork_frame,
+            depth: u32,
+            capacity: u32,
+            promoted: u32,
+            reserved0: u32,
+            failures: *mut u32,
+            jobs_executed: u64,
+            reserved1: [u64; 2],
+            requests: u32,
+            reserved2: [u32; 15],
         }),
     ]
 }
@@ -420,7 +440,29 @@ fn rust_functions() -> Vec<Sig> {
         blz_worker_stats: fn(*const blz_pool, u32, *mut blz_stats) -> blz_status;
         blz_pool_trace_start: fn(*mut blz_pool, *const c_char) -> blz_status;
         blz_pool_trace_stop: fn(*mut blz_pool) -> blz_status;
+        blz_fork_push_v1: fn(*mut blz_fork_stack, *mut blz_fork_frame) -> c_int;
+        blz_fork_join_v1: fn(*mut blz_fork_stack, *mut blz_fork_frame) -> c_int;
+        blz_fork_failed_v1: fn(*mut blz_fork_stack, u32);
+        blz_fork_stack_slot_v1: fn() -> *mut *mut blz_fork_stack;
     }
+}
+
+/// A variable of the header (the inline fork path's thread-local pointer)
+/// cannot be declared in stable Rust: each must be reachable through its
+/// slot function, which returns its address (`x_vN` through `x_slot_vN`).
+fn variable_mismatches(functions: &[Sig], h: &header::Header) -> Vec<String> {
+    let mut out = Vec::new();
+    for (name, ty) in &h.variables {
+        let slot = match name.rsplit_once("_v") {
+            Some((stem, version)) => format!("{}_slot_v{}", stem, version),
+            None => format!("{}_slot", name),
+        };
+        let expected = (slot.clone(), format!("{}*", ty), Vec::<String>::new());
+        if !functions.contains(&expected) {
+            out.push(format!("{}: no slot function {:?} declared in Rust", name, expected));
+        }
+    }
+    out
 }
 
 fn sorted<T: Ord + Clone>(v: &[T]) -> Vec<T> {
@@ -604,6 +646,8 @@ fn every_prototype_matches() {
     let rust = rust_functions();
     let header: Vec<Sig> = h.functions.iter().map(|p| (p.name.clone(), p.ret.clone(), p.params.clone())).collect();
     assert_eq!(sorted(&rust), sorted(&header), "functions: Rust vs blitz.h");
+    assert_eq!(h.variables, [("blz_fork_stack_v1".to_string(), "blz_fork_stack*".to_string())]);
+    assert_none(variable_mismatches(&rust, &h));
     println!("{} functions, {} constants, {} structs checked", rust.len(), h.constants.len(), h.structs.len());
 }
 

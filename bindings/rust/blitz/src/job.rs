@@ -2,9 +2,12 @@
 //! (no unwind ever crosses the C boundary) and keeps it for the thread that
 //! waits, which resumes it.
 use std::any::Any;
+use std::cell::Cell;
 use std::mem::MaybeUninit;
 use std::os::raw::c_void;
 use std::panic::{self, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::thread;
 
 use blitz_sys as sys;
@@ -66,7 +69,8 @@ impl<F: FnOnce() -> R, R> StackJob<F, R> {
         self as *mut Self as *mut c_void
     }
 
-    unsafe extern "C" fn execute(arg: *mut c_void) {
+    #[inline]
+    pub(crate) unsafe extern "C" fn execute(arg: *mut c_void) {
         // SAFETY: arg is the StackJob the waiting caller passed; it is alive
         // until the C call that runs us returns, and only we touch it meanwhile.
         let job = &mut *(arg as *mut Self);
@@ -111,11 +115,104 @@ where
     RA: Send,
     RB: Send,
 {
+    let stack = current_fork_stack();
+    if !stack.is_null() && (*stack).pool == pool as *const sys::blz_pool {
+        return fork_join_inline(stack, a, b);
+    }
     let mut job_a = StackJob::new(a);
     let mut job_b = StackJob::new(b);
     let status =
         sys::blz_fork_join(pool, StackJob::<A, RA>::c_fn(), job_a.c_arg(), StackJob::<B, RB>::c_fn(), job_b.c_arg());
     join_results(status, job_a.into_result(), job_b.into_result())
+}
+
+thread_local! {
+    /// Where libblitz keeps this thread's `blz_fork_stack_v1` (blitz.h): its
+    /// address is fixed for the thread's life, and stable Rust cannot name
+    /// another library's thread-local, so it is asked for once per thread.
+    static FORK_STACK_SLOT: Cell<*mut *mut sys::blz_fork_stack> = const { Cell::new(ptr::null_mut()) };
+}
+
+/// The calling thread's fork stack while it is a worker (of any pool), else null.
+#[inline(always)]
+fn current_fork_stack() -> *mut sys::blz_fork_stack {
+    let slot = FORK_STACK_SLOT.with(|cell| {
+        let slot = cell.get();
+        if !slot.is_null() {
+            return slot;
+        }
+        // SAFETY: no precondition; the address stays valid for the thread's life.
+        let slot = unsafe { sys::blz_fork_stack_slot_v1() };
+        cell.set(slot);
+        slot
+    });
+    // SAFETY: the slot is this thread's, written only by this thread (inside libblitz).
+    unsafe { *slot }
+}
+
+/// `fork_join` on a worker of the pool, compiled into the caller: blitz.h's
+/// inline fork path (steps 1 to 4). When nobody asked for work, `b` waits
+/// as a pending frame that costs two stores to push and a load and a store
+/// to pop, and both closures are direct calls.
+///
+/// # Safety
+/// `stack` is the calling thread's fork stack (`current_fork_stack`).
+#[inline(always)]
+unsafe fn fork_join_inline<A, B, RA, RB>(stack: *mut sys::blz_fork_stack, a: A, b: B) -> (RA, RB)
+where
+    A: FnOnce() -> RA + Send,
+    B: FnOnce() -> RB + Send,
+    RA: Send,
+    RB: Send,
+{
+    let mut job_b = StackJob::new(b);
+    // What a thief runs if b is promoted; `job` is the library's, left uninitialised.
+    let mut frame = MaybeUninit::<sys::blz_fork_frame>::uninit();
+    let frame_ptr = frame.as_mut_ptr();
+    ptr::addr_of_mut!((*frame_ptr).r#fn).write(StackJob::<B, RB>::c_fn());
+    ptr::addr_of_mut!((*frame_ptr).arg).write(job_b.c_arg());
+    let failures_before = *(*stack).failures;
+
+    // Step 1: push.
+    let depth = (*stack).depth;
+    // Relaxed: `requests` is a hint other workers set (blitz.h).
+    let requests = &*(ptr::addr_of!((*stack).requests) as *const AtomicU32);
+    let pushed = if depth < (*stack).capacity && requests.load(Ordering::Relaxed) == 0 {
+        *(*stack).frames.add(depth as usize) = frame_ptr;
+        (*stack).depth = depth + 1;
+        true
+    } else {
+        sys::blz_fork_push_v1(stack, frame_ptr) != 0
+    };
+
+    // Step 2: a, its panic kept for later (and reported, as a trampoline would).
+    let result_a = panic::catch_unwind(AssertUnwindSafe(a));
+    if result_a.is_err() {
+        fail();
+    }
+
+    // Step 3: pop; b runs here unless it was promoted.
+    let mut ok = true;
+    let newest = (*stack).depth.wrapping_sub(1);
+    if !pushed {
+        StackJob::<B, RB>::execute(job_b.c_arg());
+    } else if newest >= (*stack).promoted {
+        (*stack).depth = newest;
+        // Relaxed load and store: only this thread writes it; statistics read it.
+        let jobs = &*(ptr::addr_of!((*stack).jobs_executed) as *const AtomicU64);
+        jobs.store(jobs.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+        StackJob::<B, RB>::execute(job_b.c_arg());
+    } else {
+        ok = sys::blz_fork_join_v1(stack, frame_ptr) == 1;
+    }
+
+    // Step 4: a blz_fail (or a panic reported as one) in either half.
+    if *(*stack).failures != failures_before {
+        sys::blz_fork_failed_v1(stack, failures_before);
+        ok = false;
+    }
+    let status = if ok { sys::BLZ_OK } else { sys::BLZ_ETASK };
+    join_results(status, Some(result_a), job_b.into_result())
 }
 
 #[inline]

@@ -1,0 +1,998 @@
+/**
+ * @file blitz.h
+ * @brief libblitz: a work-stealing thread pool behind a plain C ABI.
+ *
+ * Plain C99 that also compiles as C++. Every handle is opaque, every status
+ * is an int32_t, no struct holds a bitfield or an enum, so a Rust
+ * #[repr(C)] mirror or a ctypes declaration can be exact.
+ *
+ * Threading in one paragraph: every function may be called from any thread,
+ * including the pool's own workers and the workers of other pools, unless
+ * its documentation says otherwise. A worker that waits (blz_join,
+ * blz_fork_join, blz_call, blz_parallel_for, blz_group_wait) runs other jobs
+ * of its own pool while it waits and sleeps when there are none; any other
+ * thread blocks without spinning.
+ *
+ * Worker threads belong to their pool. They run with thread cancellation
+ * disabled, so a pthread_cancel aimed at one stays pending and has no
+ * effect. Code the pool runs on a worker (a job, a hook) must not end the
+ * thread: if it calls pthread_exit, or enables cancellation and is
+ * cancelled (or any other unwind that is not a C++ exception leaves it),
+ * libblitz prints "libblitz: fatal: ..." on stderr and aborts the process,
+ * since the pool would otherwise lose the worker's queue and wait for it
+ * for ever. C++ exceptions are caught and reported as BLZ_ETASK. No
+ * libblitz function is a cancellation point: every call that could reach
+ * one (blz_pool_destroy joining the workers, a trace file being written, a
+ * wait) runs with cancellation disabled and puts the caller's state back
+ * before it returns, so a thread cancelled meanwhile is cancelled at its
+ * next cancellation point after the call returned. (As POSIX requires, a
+ * thread must not call libblitz with asynchronous cancellation enabled.)
+ */
+
+#ifndef BLITZ_H
+#define BLITZ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/**
+ * BLZ_API marks every exported declaration. Building the library defines
+ * BLZ_BUILDING_LIBRARY so that only these symbols are visible.
+ */
+#if defined(BLZ_BUILDING_LIBRARY) && defined(__GNUC__)
+#define BLZ_API __attribute__((visibility("default")))
+#else
+#define BLZ_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Major version: changes when the ABI breaks. */
+#define BLZ_VERSION_MAJOR 0
+/** Minor version: changes when the ABI grows. */
+#define BLZ_VERSION_MINOR 2
+/** Patch version: changes for fixes only. */
+#define BLZ_VERSION_PATCH 1
+/** The header's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define BLZ_VERSION_NUMBER (BLZ_VERSION_MAJOR * 10000 + BLZ_VERSION_MINOR * 100 + BLZ_VERSION_PATCH)
+/** The most workers one pool may have (the sleep counters hold 16 bits). */
+#define BLZ_MAX_THREADS 65535
+
+/**
+ * Status codes. Functions return them as blz_status (an int32_t); the enum
+ * only names the values and never appears in a signature or a struct.
+ */
+enum blz_status_code {
+    /** Success. */
+    BLZ_OK = 0,
+    /** An argument is invalid; nothing was done. */
+    BLZ_EINVAL = -1,
+    /** Out of memory; nothing was done. */
+    BLZ_ENOMEM = -2,
+    /** The OS refused to start a worker thread. */
+    BLZ_ETHREAD = -3,
+    /** The pool is being destroyed. */
+    BLZ_ESHUTDOWN = -4,
+    /** The call would wait for itself. */
+    BLZ_EDEADLK = -5,
+    /** A task it waited for ended by an exception. */
+    BLZ_ETASK = -6,
+    /** The pool was created before fork() in another process. */
+    BLZ_EFORK = -7,
+    /** A bounded wait ended before the work did; nothing was freed or changed. (0.2) */
+    BLZ_ETIMEDOUT = -8,
+    /** The work was cancelled: skipped before it started, or stopped early. (0.2) */
+    BLZ_ECANCELED = -9
+};
+
+/** A status: BLZ_OK or one of the negative blz_status_code values. */
+typedef int32_t blz_status;
+
+/** A thread pool. Opaque; created by blz_pool_create. */
+typedef struct blz_pool blz_pool;
+
+/** A spawned task that will be joined. Opaque; created by blz_spawn. */
+typedef struct blz_task blz_task;
+
+/** A set of tasks waited for together. Opaque; created by blz_group_create. */
+typedef struct blz_group blz_group;
+
+/** A job: called once with the argument it was given. */
+typedef void (*blz_fn)(void *arg);
+
+/** A loop body: called with disjoint sub-ranges [begin, end). */
+typedef void (*blz_range_fn)(void *arg, size_t begin, size_t end);
+
+/** A worker hook: called with the pool's user pointer and the worker's index. */
+typedef void (*blz_thread_fn)(void *user, uint32_t worker_index);
+
+/**
+ * Starts the thread of worker `worker_index` for an embedder that owns its
+ * threads (blz_pool_config.spawn_thread, 0.2): it must make a thread other
+ * than the caller call run(run_arg) exactly once, and return 0; or start
+ * nothing and return any other value.
+ */
+typedef int (*blz_spawn_thread_fn)(void *user, uint32_t worker_index, blz_fn run, void *run_arg);
+
+/**
+ * A completion callback (0.2): called once, on the worker that finished
+ * the task, with the task's status (BLZ_OK, BLZ_ETASK or BLZ_ECANCELED).
+ */
+typedef void (*blz_done_fn)(void *done_arg, blz_status status);
+
+/** blz_group_create_ex flag: the first failure in the group cancels it (0.2). */
+#define BLZ_GROUP_CANCEL_ON_FAILURE 1u
+
+/**
+ * blz_spawn_options flag (0.2): the task goes to the pool's high-priority
+ * queue, which every worker looking for work searches before the queue of
+ * normal tasks (from any thread, also from one of the pool's own workers:
+ * such a task does not go onto that worker's deque). A worker that finishes
+ * a job looks there before it takes its next injected task.
+ *
+ * Not promised: a running job is never preempted; the fork-join halves and
+ * normal spawned tasks already in workers' deques are not reordered (a
+ * worker runs the high-priority task before it takes another job from
+ * them, but one that is inside a job finishes that job's own forks first
+ * when it runs them inline); among high-priority tasks the order is the
+ * queue's (first in, first taken), and a blz_broadcast call still comes
+ * first. On a pool capped by blz_pool_set_max_active, the task waits for
+ * an active worker like any other.
+ */
+#define BLZ_SPAWN_HIGH_PRIORITY 1u
+
+/**
+ * How blz_spawn_ex spawns a task (0.2). Initialise with
+ * blz_spawn_options_init, then change the fields you need; the options are
+ * read only during the call.
+ */
+typedef struct blz_spawn_options {
+    /** sizeof(blz_spawn_options); set by blz_spawn_options_init. */
+    uint32_t struct_size;
+    /** 0, or BLZ_SPAWN_HIGH_PRIORITY; any other bit gives BLZ_EINVAL. */
+    uint32_t flags;
+    /** NULL, or the group the task belongs to: the group's waits count it and its cancel skips it. */
+    blz_group *group;
+    /** NULL, or called exactly once after the task ended (see blz_spawn_ex). */
+    blz_done_fn on_done;
+    /** Passed to on_done. */
+    void *done_arg;
+} blz_spawn_options;
+
+/**
+ * How to build a pool. Initialise with blz_pool_config_init, then change
+ * the fields you need; a config is read only during blz_pool_create.
+ */
+typedef struct blz_pool_config {
+    /** sizeof(blz_pool_config); set by blz_pool_config_init. */
+    uint32_t struct_size;
+    /**
+     * 0: BLZ_NUM_THREADS if it parses to 1..65535, else the CPUs in the
+     * process's affinity mask. The process's mask is its main thread's
+     * (what taskset, numactl or an MPI launcher set), not the calling
+     * thread's: a pool made on a thread pinned to one CPU (a worker of a
+     * pinned pool, say) is not sized 1. Without a CPU list the workers run
+     * on the process's mask too.
+     */
+    uint32_t num_threads;
+    /** Bytes of stack per worker; 0: the platform's default. */
+    size_t stack_size;
+    /** Worker name prefix ("blz" names the workers "blz-0", "blz-1", ...); NULL: "blz". */
+    const char *thread_name;
+    /** Runs on each worker before its first job; NULL: none. Exceptions it throws are ignored. */
+    blz_thread_fn on_thread_start;
+    /** Runs on each worker after its last job; NULL: none. Exceptions it throws are ignored. */
+    blz_thread_fn on_thread_stop;
+    /** Passed to both hooks. */
+    void *user;
+    /**
+     * (0.2) NULL: workers are not pinned, unless BLZ_CPU_LIST in the
+     * environment holds a list (an empty one counts as unset). Else a Linux
+     * CPU list, the syntax of `taskset -c` and /sys/devices/system/cpu/online:
+     * comma-separated CPU numbers and ranges, "0-3,8-11" (no spaces, a range
+     * low-high with low <= high, a CPU may repeat). Worker i is pinned to
+     * the (i mod length)-th CPU of the list. Every CPU must be in the
+     * process's affinity mask (see num_threads) when the pool is created.
+     * With num_threads 0 the pool has one worker per entry of the list
+     * (BLZ_NUM_THREADS is then ignored). Read only during the call.
+     */
+    const char *cpu_list;
+    /**
+     * (0.2) NULL: libblitz starts the workers' threads. Else the embedder
+     * starts them (a runtime that owns its threads, a thread with state the
+     * jobs need): blz_pool_create calls spawn_thread(spawn_user, i, run,
+     * run_arg) for i = 0, 1, ... in order, on the calling thread, and each
+     * call must make another thread call run(run_arg) once, at any time
+     * (blz_pool_create does not wait for it; jobs wait in the queues). That
+     * thread is worker i while run() runs: run() pins it (cpu_list), runs
+     * on_thread_start, the pool's jobs until the pool is destroyed, then
+     * on_thread_stop, and returns; the thread is then the embedder's again,
+     * with its cancellation state and CPU mask as they were. The thread may
+     * already be a worker of another pool (run() called from one of that
+     * pool's tasks): while run() runs it is this pool's worker only (its
+     * hooks and jobs are outside that task), and when run() returns it is
+     * that pool's worker again, inside that task, exactly as before (its
+     * index, blz_cancelled, blz_fail and deadlock detection). That task
+     * holds its worker until this pool is destroyed. libblitz does not name such
+     * threads or set their stacks (thread_name and stack_size are unused),
+     * and a pin the platform refuses leaves the thread unpinned. If
+     * spawn_thread returns non-zero (or throws), blz_pool_create returns
+     * BLZ_ETHREAD once the runs already handed out have returned. Instead
+     * of joining threads, blz_pool_destroy waits until every run() has
+     * returned: a run that is never called makes it wait for ever.
+     */
+    blz_spawn_thread_fn spawn_thread;
+    /** Passed to spawn_thread. */
+    void *spawn_user;
+} blz_pool_config;
+
+/**
+ * A snapshot of a pool's counters, filled by blz_pool_stats, or of one
+ * worker's, filled by blz_worker_stats. Counters are summed over workers
+ * without stopping them, so a snapshot taken while the pool runs may mix
+ * moments a few nanoseconds apart. Still, no counter or time ever
+ * decreases from one snapshot to a later one (a call that returned before
+ * the other began), and each worker is counted once in sleeping_now and
+ * inactive_now, so sleeping_now <= inactive_now <= num_threads.
+ *
+ * A worker's time is in three phases that add up to its life so far:
+ * searching (looking for work without a job to run: between jobs, or
+ * inside a join whose other half runs elsewhere), sleeping (blocked,
+ * waiting for work or for the cap of blz_pool_set_max_active to rise) and
+ * running (everything else: jobs, fork-join halves run inline, hooks).
+ * Clocks are read only when a worker goes idle or busy, never per job.
+ * Utilisation over an interval: the difference of run_ns between two
+ * snapshots divided by the difference of the three sums. (To keep every
+ * time monotonic, a figure once reported is never taken back: the three
+ * times of one snapshot can add up to a few nanoseconds more than the
+ * worker's life.)
+ */
+typedef struct blz_stats {
+    /** Set by the caller to sizeof(blz_stats). */
+    uint32_t struct_size;
+    /** Workers in the pool. */
+    uint32_t num_threads;
+    /** Workers blocked right now (waiting for work, or held back by the cap of blz_pool_set_max_active). */
+    uint32_t sleeping_now;
+    /** Workers not running a job right now (searching or sleeping). */
+    uint32_t inactive_now;
+    /** Jobs taken from a queue (own deque, a steal or the injector) and run. */
+    uint64_t jobs_executed;
+    /** Jobs that came from threads outside the pool. */
+    uint64_t jobs_injected;
+    /** Jobs taken from another worker's deque. */
+    uint64_t steals;
+    /** Times a worker blocked. */
+    uint64_t sleeps;
+    /** Times a sleeping worker was woken. */
+    uint64_t wakeups;
+    /** Wakeups after which the worker found no job before sleeping again. */
+    uint64_t spurious_wakeups;
+    /** Sleeps abandoned at the last check (JEC changed, injected job seen). */
+    uint64_t sleep_aborts;
+    /**
+     * Failures: each exception caught at a job's boundary (also one escaping
+     * an on_done), and each job that called blz_fail (0.2). A statistic, not
+     * an exact tally of jobs: for blz_fail, the two halves of a
+     * blz_fork_join that the forking worker runs itself are one job, and a
+     * half run by a thief is a job of its own, so a fork-join whose halves
+     * both fail counts 1 or 2 (and one more if a half also threw) depending
+     * on stealing. A spawned task, a blz_call function, a parallel_for piece
+     * or a broadcast call that failed counts exactly once.
+     */
+    uint64_t tasks_failed;
+    /** (0.2) Nanoseconds the workers spent running (see above). */
+    uint64_t run_ns;
+    /** (0.2) Nanoseconds the workers spent searching for work. */
+    uint64_t search_ns;
+    /** (0.2) Nanoseconds the workers spent blocked. */
+    uint64_t sleep_ns;
+} blz_stats;
+
+/**
+ * The library's version as BLZ_VERSION_NUMBER computes it, for comparing
+ * the loaded library with the header a program was compiled against.
+ * Any thread. Never fails.
+ *
+ * @return MAJOR * 10000 + MINOR * 100 + PATCH of the loaded library.
+ */
+BLZ_API uint32_t blz_version_number(void);
+
+/**
+ * A short English description of a status ("BLZ_EINVAL: invalid argument").
+ * Any thread. Never fails.
+ *
+ * @param status any value; an unknown code gives a generic string.
+ * @return a static string, never NULL; do not free it.
+ */
+BLZ_API const char *blz_status_string(blz_status status);
+
+/**
+ * Fills config with the defaults: struct_size set, every other field 0 or
+ * NULL. Any thread.
+ *
+ * @param config the config to fill; NULL: nothing is done.
+ */
+BLZ_API void blz_pool_config_init(blz_pool_config *config);
+
+/**
+ * Creates a pool and starts its workers.
+ *
+ * Any thread, including a worker of another pool.
+ *
+ * @param config     NULL for the defaults, else a config whose struct_size is at least the 0.1 layout's.
+ * @param out_pool   receives the pool; untouched on failure.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if out_pool is NULL, config->struct_size is too small,
+ *         config->num_threads is above BLZ_MAX_THREADS, stack_size is
+ *         rejected by the platform, or the CPU list (config->cpu_list, else
+ *         BLZ_CPU_LIST) is malformed, names a CPU outside the caller's
+ *         affinity mask or has more than BLZ_MAX_THREADS entries (0.2);
+ *         BLZ_ENOMEM if memory ran out;
+ *         BLZ_ETHREAD if the OS refused a worker thread, or spawn_thread
+ *         returned non-zero or threw (0.2). On every failure
+ *         the threads already started are stopped and nothing leaks.
+ */
+BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out_pool);
+
+/**
+ * Waits until every accepted task has finished (spawned, detached, in a
+ * group, running), runs on_thread_stop on each worker, joins the workers
+ * and frees the pool.
+ *
+ * While it runs, threads outside the pool that call blz_spawn, blz_call,
+ * blz_fork_join, blz_parallel_for or blz_group_spawn on this pool get
+ * BLZ_ESHUTDOWN and their work does not run. The pool's own workers are
+ * still running accepted work, and what they submit is accepted and run.
+ * A call that was admitted before (blz_spawn from another thread, say)
+ * may still be posting its task: destroy waits for that call to leave the
+ * pool, not only for its task.
+ *
+ * No call on the pool may start after this function returns, and a call
+ * that overlaps its return is not safe either: destroy can wait only for
+ * the calls it admitted, and a call from another thread reads the pool to
+ * learn whether it is admitted or refused. So every call that runs
+ * concurrently with destroy must have been admitted or refused before
+ * destroy returns (for example: the calling threads are stopped, or have
+ * said they are done, before destroy is called). Calls through a group
+ * are the exception: a group that is still alive keeps the pool's
+ * bookkeeping (about 128 bytes per worker) until blz_group_destroy, and
+ * its spawns then get BLZ_ESHUTDOWN at any time.
+ *
+ * The pool's own workers, inside accepted work, may still spawn, create
+ * groups, call and wait on the pool while destroy waits for that work:
+ * what they submit is accepted and run before destroy returns. Destroy
+ * lifts the cap of blz_pool_set_max_active for good when it begins, so
+ * the accepted work drains on every worker.
+ *
+ * Any thread; from one of the pool's own workers it returns BLZ_EDEADLK
+ * and changes nothing (blz_pool_release works there).
+ *
+ * @param pool the pool; it must not be used again once this returned BLZ_OK or BLZ_EFORK.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool is NULL;
+ *         BLZ_EDEADLK if called from one of the pool's workers (nothing changes);
+ *         BLZ_EFORK in a child process forked after the pool was created:
+ *         the memory is freed without joining threads that do not exist
+ *         there, and jobs queued at fork time are neither run nor freed.
+ */
+BLZ_API blz_status blz_pool_destroy(blz_pool *pool);
+
+/**
+ * The number of workers. Any thread.
+ *
+ * @param pool the pool, or NULL.
+ * @return its number of workers; 0 when pool is NULL.
+ */
+BLZ_API uint32_t blz_pool_num_threads(const blz_pool *pool);
+
+/**
+ * Which of pool's workers the calling thread is. Any thread.
+ *
+ * @param pool the pool, or NULL.
+ * @return the calling thread's index in pool (0 .. num_threads - 1), or -1
+ *         unless the caller is one of pool's workers (also for NULL).
+ */
+BLZ_API int32_t blz_worker_index(const blz_pool *pool);
+
+/**
+ * Fills the fields of out_stats that fit in out_stats->struct_size (set it
+ * to sizeof(blz_stats); an older, shorter struct gets its prefix).
+ * sleeping_now lets a caller wait until the pool is asleep.
+ *
+ * Any thread.
+ *
+ * @param pool      the pool.
+ * @param out_stats receives the snapshot; its struct_size says how much of it.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool or out_stats is NULL or struct_size is smaller than 4;
+ *         BLZ_ESHUTDOWN if called from outside the pool once blz_pool_destroy has begun;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_pool_stats(const blz_pool *pool, blz_stats *out_stats);
+
+/**
+ * Runs fn(arg) on a worker of pool, later. With out_task NULL the task is
+ * detached: its end is not reported and an exception in it is only
+ * counted in tasks_failed. Otherwise *out_task receives a handle that must
+ * be passed to blz_join exactly once.
+ *
+ * Called from one of pool's workers, the task goes to that worker's deque;
+ * from any other thread (including another pool's worker), it goes
+ * through pool's injector and wakes a sleeping worker if needed.
+ *
+ * @param pool     the pool that runs the task.
+ * @param fn       the function to run.
+ * @param arg      passed to fn; it must stay valid until fn has run.
+ * @param out_task NULL for a detached task, else receives the handle to join.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool or fn is NULL;
+ *         BLZ_ENOMEM if memory ran out (the task will not run);
+ *         BLZ_ESHUTDOWN if pool is being destroyed (the task will not run);
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **out_task);
+
+/**
+ * Waits until task has run, then frees the handle. The handle stays valid
+ * until this call, even after its pool was destroyed. One thread joins a
+ * task, once.
+ *
+ * Any thread. A worker runs other jobs of its pool while it waits.
+ *
+ * @param task the handle blz_spawn gave.
+ * @return BLZ_OK if the task returned normally;
+ *         BLZ_ETASK if it ended by an exception or called blz_fail (the handle is freed);
+ *         BLZ_ECANCELED if its group was cancelled before it started (0.2;
+ *         it did not run; the handle is freed);
+ *         BLZ_EINVAL if task is NULL, or if libblitz sees that the handle is
+ *         not the caller's to join: another thread is waiting for the task
+ *         right now, or it was detached (nothing changes). That is misuse
+ *         (a handle is joined once, by one thread at a time): the check is a
+ *         diagnostic that keeps a second join from freeing the task twice,
+ *         not a promise, and a handle already freed is undefined behaviour;
+ *         BLZ_EDEADLK if called from inside the task itself, including from
+ *         work the task is waiting for on another thread (a stolen
+ *         blz_fork_join half, a blz_call) and from its on_done; nothing changes;
+ *         BLZ_EFORK in a child forked before the task ran (the handle is freed).
+ */
+BLZ_API blz_status blz_join(blz_task *task);
+
+/**
+ * Runs a(arg_a) and b(arg_b), possibly in parallel, and returns when both
+ * have finished. On a worker of pool, a runs inline and b waits on the
+ * worker's deque, where an idle worker may steal it; if nobody took it, the
+ * worker runs it inline after a. No heap allocation, and no fence or locked
+ * instruction unless another worker is looking for work. From any other
+ * thread the pair first moves into the pool, as blz_call does.
+ *
+ * Only "possibly" in parallel: a must not wait for something b does (a
+ * spin, a lock, a condition b signals). With every other worker busy, b can
+ * stay on the calling worker until a returns, and then the pair deadlocks.
+ *
+ * @param pool  the pool that runs them.
+ * @param a     run first, on the calling worker.
+ * @param arg_a passed to a.
+ * @param b     run on a thief, or after a on the calling worker.
+ * @param arg_b passed to b.
+ * @return BLZ_OK;
+ *         BLZ_ETASK if a or b (or both) ended by an exception or called blz_fail; both ran;
+ *         BLZ_EINVAL if pool, a or b is NULL;
+ *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_fork_join(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b);
+
+/**
+ * Runs fn(arg) on one of pool's workers and waits for it. On a worker of
+ * pool it runs inline.
+ *
+ * @param pool the pool that runs it.
+ * @param fn   the function to run.
+ * @param arg  passed to fn.
+ * @return BLZ_OK;
+ *         BLZ_ETASK if fn ended by an exception or called blz_fail;
+ *         BLZ_EINVAL if pool or fn is NULL;
+ *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
+
+/**
+ * Calls body(arg, lo, hi) on disjoint sub-ranges that cover [begin, end)
+ * exactly once, splitting by fork-join down to grain indices per call
+ * (0: automatic, about eight pieces per worker). Returns when every piece
+ * has run. From outside the pool it first moves into the pool.
+ *
+ * Called from inside a task of a group (0.2), the loop obeys the group's
+ * cancellation: once the group is cancelled, no further piece starts (each
+ * piece costs one relaxed load to check), the pieces already running
+ * finish, and the call returns BLZ_ECANCELED. With
+ * BLZ_GROUP_CANCEL_ON_FAILURE, a failing piece cancels the group, so the
+ * rest of the loop is skipped. Outside any group it behaves as in 0.1.
+ *
+ * @param pool  the pool that runs the loop.
+ * @param begin the first index.
+ * @param end   one past the last index.
+ * @param grain the most indices per call of body; 0: automatic.
+ * @param body  called as body(arg, lo, hi), concurrently on several workers.
+ * @param arg   passed to every call of body.
+ * @return BLZ_OK, also when begin == end (body is not called);
+ *         BLZ_ETASK if a call of body ended by an exception or called blz_fail
+ *         (every other piece still ran, unless the group's cancel skipped them);
+ *         BLZ_ECANCELED if the task's group was cancelled and pieces were skipped (0.2);
+ *         BLZ_EINVAL if pool or body is NULL or begin > end;
+ *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_parallel_for(blz_pool *pool, size_t begin, size_t end, size_t grain,
+                                    blz_range_fn body, void *arg);
+
+/**
+ * Creates an empty group of tasks on pool. Any thread.
+ *
+ * @param pool      the pool that will run the group's tasks.
+ * @param out_group receives the group; untouched on failure.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool or out_group is NULL;
+ *         BLZ_ENOMEM if memory ran out;
+ *         BLZ_ESHUTDOWN if pool is being destroyed;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_group_create(blz_pool *pool, blz_group **out_group);
+
+/**
+ * Spawns fn(arg) as a task of group (on the group's pool, as blz_spawn
+ * does). Any thread, any number of threads at once.
+ *
+ * @param group the group.
+ * @param fn    the function to run.
+ * @param arg   passed to fn; it must stay valid until fn has run.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if group or fn is NULL;
+ *         BLZ_ENOMEM if memory ran out (the task will not run);
+ *         BLZ_ESHUTDOWN if the pool is being (or was) destroyed (the task will not run);
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_group_spawn(blz_group *group, blz_fn fn, void *arg);
+
+/**
+ * Waits until the group has no unfinished task: every task spawned before
+ * the call has run. The group can be reused afterwards. Several threads
+ * may wait at once; a stream of new spawns from other threads can delay
+ * the return.
+ *
+ * Any thread. A worker runs other jobs of its pool while it waits.
+ *
+ * @param group the group.
+ * A cancelled group (0.2, blz_group_cancel) is reset by the wait that
+ * reports it: later spawns run again.
+ *
+ * @return BLZ_OK;
+ *         BLZ_ETASK if a task of the group ended by an exception or called
+ *         blz_fail since the previous wait (the failure is reported once,
+ *         and a cancellation with it is reset);
+ *         BLZ_ECANCELED if the group was cancelled since the previous wait
+ *         and no task failed (0.2; reported once: the group is reset);
+ *         BLZ_EINVAL if group is NULL;
+ *         BLZ_EDEADLK if called from inside one of the group's tasks, or from
+ *         work such a task is waiting for on another thread, or from the
+ *         on_done of one of its tasks (nothing changes);
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_group_wait(blz_group *group);
+
+/**
+ * Waits as blz_group_wait does, then frees the group.
+ *
+ * Any thread, once per group, with no other call on the group under way.
+ *
+ * @param group the group.
+ * @return the status of the wait, as blz_group_wait returns it; the group
+ *         is freed unless the status is BLZ_EINVAL or BLZ_EDEADLK.
+ */
+BLZ_API blz_status blz_group_destroy(blz_group *group);
+
+/* ---- 0.2: completion callbacks, bounded waits, cancellation, failure, broadcast, release ---- */
+
+/**
+ * Fills opts with the defaults: struct_size set, flags 0, no group, no
+ * on_done. Any thread. (0.2)
+ *
+ * @param opts the options to fill; NULL: nothing is done.
+ */
+BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
+
+/**
+ * Spawns fn(arg) as blz_spawn does, with options: a group, and a
+ * completion callback. (0.2)
+ *
+ * on_done(done_arg, status) runs exactly once for every task this call
+ * accepted (returned BLZ_OK), and never when it returns an error. It runs
+ * on the worker that finished the task, after fn returned, with BLZ_OK,
+ * BLZ_ETASK (fn threw, or called blz_fail) or BLZ_ECANCELED (the task's
+ * group was cancelled before the task started, so fn did not run). It
+ * runs before the task counts as finished: before a blz_join or
+ * blz_task_wait_for of the task returns (they see the same status),
+ * before a blz_group_wait of its group returns, and before
+ * blz_pool_destroy returns (queued tasks are still run, or skipped as
+ * cancelled, while destroy drains the pool). It must not block for long: a
+ * worker runs it. An exception escaping it is caught and counted in
+ * tasks_failed; it changes no status. on_done belongs to no task, neither
+ * to the one it reports nor to a task whose join it happens to run in:
+ * blz_cancelled() returns 0 in it, blz_fail() has no effect, and a
+ * blz_parallel_for it calls obeys no group. Waiting in it for its own
+ * task (blz_join, blz_task_wait_for) or its task's group (blz_group_wait,
+ * blz_group_wait_for, blz_group_destroy), or for a task it runs nested in,
+ * returns BLZ_EDEADLK and changes nothing: the task has not finished
+ * until on_done returned.
+ *
+ * Any thread.
+ *
+ * @param pool     the pool that runs the task; may be NULL when opts->group
+ *                 is set (the group's pool is used), else must be the group's pool.
+ * @param fn       the function to run.
+ * @param arg      passed to fn; it must stay valid until fn has run.
+ * @param opts     NULL for the defaults (then this is blz_spawn), else
+ *                 options whose struct_size is at least the 0.2 layout's.
+ * @param out_task NULL for a detached task, else receives the handle, to be
+ *                 passed once to blz_join, or to blz_task_wait_for until it
+ *                 returns something other than BLZ_ETIMEDOUT, or to
+ *                 blz_task_detach. Written before the task can start (so
+ *                 fn and on_done may read it where the caller stored it),
+ *                 and left untouched when the call fails.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if fn is NULL, pool and opts->group are both NULL,
+ *         pool is not opts->group's pool, opts->struct_size is too small
+ *         or opts->flags has an unknown bit;
+ *         BLZ_ENOMEM if memory ran out;
+ *         BLZ_ESHUTDOWN if pool is being (or was) destroyed: from outside
+ *         the pool once destroy began, also through a group that outlived
+ *         its pool (pool NULL, opts->group set), and from the pool's own
+ *         workers once its accepted work is done (in on_thread_stop);
+ *         BLZ_EFORK in a forked child. On every error the task will not
+ *         run and on_done is not called.
+ */
+BLZ_API blz_status blz_spawn_ex(blz_pool *pool, blz_fn fn, void *arg, const blz_spawn_options *opts,
+                                blz_task **out_task);
+
+/**
+ * Waits at most timeout_ns nanoseconds for task to finish. (0.2)
+ *
+ * On BLZ_ETIMEDOUT nothing changed: the handle stays valid, to be waited
+ * for again, joined or detached. Any other status is what blz_join returns,
+ * and the handle is freed. A worker of the task's pool runs other jobs of
+ * its pool while it waits, as in blz_join, and a job it runs is never
+ * interrupted: the wait can then end later than the timeout. Any other
+ * thread blocks without spinning.
+ *
+ * Any thread; one thread at a time per task.
+ *
+ * @param task       the handle blz_spawn or blz_spawn_ex gave.
+ * @param timeout_ns how long to wait: 0 only polls, without blocking;
+ *                   UINT64_MAX waits as blz_join does.
+ * @return BLZ_OK, BLZ_ETASK or BLZ_ECANCELED: the task finished with that
+ *         status (the handle is freed);
+ *         BLZ_ETIMEDOUT if it had not finished in time (the handle stays valid);
+ *         BLZ_EINVAL as for blz_join (nothing changes);
+ *         BLZ_EDEADLK as for blz_join (nothing changes);
+ *         BLZ_EFORK as for blz_join (the handle is freed).
+ */
+BLZ_API blz_status blz_task_wait_for(blz_task *task, uint64_t timeout_ns);
+
+/**
+ * Frees the handle without waiting for the task, which still runs (and
+ * calls its on_done) as if it had been spawned detached. (0.2)
+ *
+ * Any thread, including the task itself; once per handle, instead of a
+ * join, and not while another thread waits for the task (a handle is used
+ * by one thread at a time).
+ *
+ * @param task the handle blz_spawn or blz_spawn_ex gave.
+ * @return BLZ_OK (the handle must not be used again);
+ *         BLZ_EINVAL if task is NULL, or if libblitz sees that another
+ *         thread is waiting for the task right now (nothing changes). As in
+ *         blz_join, that is misuse caught when it is seen, not a promise:
+ *         a waiter whose bounded wait ends at that moment may be missed, and
+ *         a handle already joined or detached is undefined behaviour.
+ */
+BLZ_API blz_status blz_task_detach(blz_task *task);
+
+/**
+ * Creates an empty group with flags. blz_group_create is this with flags 0. (0.2)
+ *
+ * BLZ_GROUP_CANCEL_ON_FAILURE: the first failure of the group's work (an
+ * exception or a blz_fail in a task, in a fork-join half or in a
+ * blz_parallel_for piece that such a task runs) cancels the group at once,
+ * as blz_group_cancel does: fail-fast. Its wait then reports BLZ_ETASK if
+ * one of its tasks failed, else BLZ_ECANCELED: a failure inside a task that
+ * the task itself handled (a blz_fork_join half whose BLZ_ETASK it went
+ * past) cancels the group but is not the task's failure. Work a task of
+ * the group waits for counts as the group's work wherever it runs: a
+ * failing function of a blz_call or blz_broadcast that the task makes, into
+ * its own pool or another, cancels the group too, while the call returns
+ * BLZ_ETASK to the task. An on_done and the thread hooks are no group's
+ * work.
+ *
+ * Any thread. On a pool being destroyed: BLZ_ESHUTDOWN from outside, but
+ * the pool's own workers inside accepted work may still create groups.
+ *
+ * @param pool      the pool that will run the group's tasks.
+ * @param flags     0 or BLZ_GROUP_CANCEL_ON_FAILURE; other bits: BLZ_EINVAL.
+ * @param out_group receives the group; untouched on failure.
+ * @return as blz_group_create; BLZ_EINVAL also for an unknown flag.
+ */
+BLZ_API blz_status blz_group_create_ex(blz_pool *pool, uint32_t flags, blz_group **out_group);
+
+/**
+ * Waits as blz_group_wait does, but at most timeout_ns nanoseconds. (0.2)
+ *
+ * Any thread. A worker runs other jobs of its pool while it waits (a job
+ * it runs is not interrupted, so the wait can end later than the timeout).
+ *
+ * @param group      the group.
+ * @param timeout_ns 0 only polls; UINT64_MAX waits as blz_group_wait does.
+ * @return what blz_group_wait returns, and then the group was reset as it
+ *         resets it; or BLZ_ETIMEDOUT if a task of the group was still
+ *         unfinished at the deadline (nothing changed: no failure or
+ *         cancellation was consumed).
+ */
+BLZ_API blz_status blz_group_wait_for(blz_group *group, uint64_t timeout_ns);
+
+/**
+ * Cancels the group. (0.2)
+ *
+ * Tasks of the group that have not started are skipped: fn does not run,
+ * on_done gets BLZ_ECANCELED, a join of one returns BLZ_ECANCELED. Tasks
+ * spawned into the group afterwards are skipped the same way, until a wait
+ * of the group returns and resets it. Running tasks are not interrupted:
+ * they may ask blz_cancelled() or blz_group_cancelled() and return early,
+ * and a blz_parallel_for they call stops starting pieces. Once nothing of
+ * the group runs, blz_group_wait returns BLZ_ECANCELED (BLZ_ETASK if a task
+ * failed) and resets the group for reuse.
+ *
+ * Any thread, also from inside the group's own tasks. Cancelling twice is
+ * the same as once.
+ *
+ * @param group the group.
+ * @return BLZ_OK; BLZ_EINVAL if group is NULL.
+ */
+BLZ_API blz_status blz_group_cancel(blz_group *group);
+
+/**
+ * Whether the group is cancelled (since the last wait that reset it). (0.2)
+ * Any thread. One relaxed load: a cancel from another thread is seen soon,
+ * not at once.
+ *
+ * @param group the group, or NULL.
+ * @return 1 if cancelled, 0 if not or if group is NULL.
+ */
+BLZ_API int32_t blz_group_cancelled(const blz_group *group);
+
+/**
+ * Whether the work the calling thread runs belongs to a cancelled group:
+ * the innermost task it works for (the task itself, a fork-join half or a
+ * blz_parallel_for piece of it, a blz_call it made, even when another
+ * worker runs them) is in a group that is cancelled. For long-running
+ * tasks to poll and return early. (0.2)
+ *
+ * Any thread; cheap (a walk of a few thread-local frames and one relaxed load).
+ *
+ * @return 1 if so; 0 otherwise, also outside any task, in a task with no
+ *         group, in an on_done (it belongs to no task) and in the thread
+ *         hooks (a worker runs them outside any task, also when its thread
+ *         is inside another pool's task, see spawn_thread).
+ */
+BLZ_API int32_t blz_cancelled(void);
+
+/**
+ * Reports that the job calling it failed, as if it had thrown: a C task,
+ * a fork-join half, a blz_call function or a blz_parallel_for piece calls
+ * it and then returns. The call that waits for that job returns BLZ_ETASK
+ * (blz_join, blz_fork_join, blz_call, blz_parallel_for, blz_group_wait,
+ * blz_broadcast), on_done gets BLZ_ETASK, tasks_failed counts it once per
+ * failed job, and inside a group created with BLZ_GROUP_CANCEL_ON_FAILURE
+ * the group is cancelled at once. Calling it several times in one job
+ * is the same as once. (0.2)
+ *
+ * Any thread. Outside a job (on a thread that runs no job of any pool, or
+ * in a hook or an on_done) it does nothing.
+ */
+BLZ_API void blz_fail(void);
+
+/**
+ * Calls fn(arg, worker_index) exactly once on every worker of pool, and
+ * returns when all of them have returned: to set up or flush per-worker
+ * state. A worker runs it when it next looks for work: one busy with a long
+ * job delays the return until that job ends. (0.2)
+ *
+ * Any thread. From one of pool's own workers it does not deadlock: that
+ * worker runs its own call while waiting for the others.
+ *
+ * @param pool the pool.
+ * @param fn   called once per worker, concurrently.
+ * @param arg  passed to every call.
+ * @return BLZ_OK;
+ *         BLZ_ETASK if a call threw or called blz_fail (every worker still ran fn);
+ *         BLZ_EINVAL if pool or fn is NULL;
+ *         BLZ_ENOMEM if memory ran out (fn ran nowhere);
+ *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg);
+
+/**
+ * Gives the pool up without waiting: blz_pool_destroy runs on a thread of
+ * its own, and this call returns at once. That destroy does everything
+ * blz_pool_destroy does (waits for every accepted task, runs
+ * on_thread_stop on each worker, joins the workers, frees the pool), then
+ * calls on_destroyed(done_arg, status) on that thread with the status it
+ * returned (BLZ_OK). (0.2)
+ *
+ * For the caller this is blz_pool_destroy returning at once: the handle
+ * must not be used again, and the rules of blz_pool_destroy for calls from
+ * other threads apply, with "before on_destroyed is called" for "before
+ * destroy returns". The pool's own workers, inside accepted work, still
+ * run, spawn and wait on the pool until that work is done.
+ *
+ * Any thread, including the pool's own workers (where blz_pool_destroy
+ * returns BLZ_EDEADLK): a task may give up its own pool; the destroy waits
+ * for that task to finish.
+ *
+ * on_destroyed runs once the workers are joined and the pool is freed: it
+ * must not touch the pool. It may block (it runs on a thread no pool owns)
+ * and must not unwind.
+ *
+ * @param pool         the pool.
+ * @param on_destroyed NULL, or called exactly once when this returns
+ *                     BLZ_OK or BLZ_EFORK.
+ * @param done_arg     passed to on_destroyed.
+ * @return BLZ_OK (the destroy has started);
+ *         BLZ_EINVAL if pool is NULL;
+ *         BLZ_ENOMEM or BLZ_ETHREAD if the destroying thread could not be
+ *         started (nothing changed: the caller still owns the pool);
+ *         BLZ_EFORK in a child forked after the pool was created: the
+ *         memory is freed at once, as blz_pool_destroy frees it there, and
+ *         on_destroyed(done_arg, BLZ_EFORK) is called before this returns.
+ */
+BLZ_API blz_status blz_pool_release(blz_pool *pool, blz_done_fn on_destroyed, void *done_arg);
+
+/* ---- 0.2: operating a pool (the cap on active workers, per-worker statistics) ---- */
+
+/**
+ * Caps the number of active workers: from now on at most n of the pool's
+ * workers run jobs at once; the others sleep, and wake-ups go only to
+ * workers within the cap. 0 lifts the cap (all workers may run). (0.2)
+ *
+ * What the cap counts: a worker is active from the moment it takes a job
+ * (from its deque, another worker's or the pool's queues) while it is not
+ * inside a job, until it is back between jobs and finds the pool over the
+ * cap; everything it does inside that job counts as that one worker: the
+ * jobs it runs while it waits in a join (helping), and the time it blocks
+ * there. Threads outside the pool never run the pool's jobs (blz_call and
+ * friends hand them to a worker), so they are never counted. Not capped:
+ * a blz_broadcast call runs on every worker, and the thread hooks.
+ *
+ * Lowering the cap takes effect as running jobs finish: no job is
+ * interrupted, and a worker already taking a job when the call is made may
+ * still start it. Raising it wakes the workers held back. Nothing accepted
+ * is lost or delayed for ever: the queued work is run by the active
+ * workers, as in a pool of n workers (so, as there, work that blocks
+ * outside the runtime until other queued work runs can wait for ever when
+ * n is smaller than what it needs).
+ *
+ * A worker counts from the moment it can run jobs: after its
+ * on_thread_start returned, and for an embedder's thread (spawn_thread)
+ * once run() was called; until then it is not one of the n. Once
+ * blz_pool_destroy has begun the pool has no cap, and calls from its own
+ * workers change nothing.
+ *
+ * Any thread, including the pool's own workers; calls may race, the last
+ * one to store its cap wins.
+ *
+ * @param pool the pool.
+ * @param n    the most workers running jobs at once; 0 or a value at least
+ *             blz_pool_num_threads(pool): no cap.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool is NULL;
+ *         BLZ_ESHUTDOWN if called from outside once blz_pool_destroy has begun
+ *         (the pool lifts the cap itself while it is destroyed);
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_pool_set_max_active(blz_pool *pool, uint32_t n);
+
+/**
+ * Fills the fields of out_stats that fit in out_stats->struct_size with one
+ * worker's counters, as blz_pool_stats does for the pool: the pool's
+ * snapshot is the sum of its workers' (taken at slightly different
+ * moments). (0.2)
+ *
+ * In a worker's snapshot num_threads is 1; sleeping_now and inactive_now
+ * are 1 or 0 (this worker is blocked; searching or blocked); jobs_executed,
+ * steals, sleeps, wakeups, spurious_wakeups, sleep_aborts and the three
+ * times are this worker's own; jobs_injected and tasks_failed are counted
+ * for the pool only and are 0 here.
+ *
+ * Any thread.
+ *
+ * @param pool         the pool.
+ * @param worker_index 0 .. blz_pool_num_threads(pool) - 1.
+ * @param out_stats    receives the snapshot; its struct_size says how much of it.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool or out_stats is NULL, struct_size is smaller
+ *         than 4 or worker_index is not a worker of the pool;
+ *         BLZ_ESHUTDOWN if called from outside the pool once blz_pool_destroy has begun;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_worker_stats(const blz_pool *pool, uint32_t worker_index, blz_stats *out_stats);
+
+/* ---- 0.2: tracing ---- */
+
+/**
+ * Starts recording what the pool's workers do, for a Chrome Trace Event
+ * file written to path by blz_pool_trace_stop (or by blz_pool_destroy if
+ * the trace is still running). The file loads in Perfetto
+ * (ui.perfetto.dev) and chrome://tracing; tools/blitz-trace summarises it
+ * and draws it; docs/tracing.md explains how to read it. (0.2)
+ *
+ * What is recorded, one track per worker (and one for threads outside the
+ * pool): a span per job a worker runs (also each fork-join half its forker
+ * runs itself), named after the job's function where dladdr finds a symbol
+ * covering it (for C functions exported by their program or library), with
+ * where it came from (own deque, stolen, injected, urgent, broadcast);
+ * spans of searching and of sleeping; and each wake-up as a flow arrow
+ * from the thread that woke a worker to that worker. A job's span is
+ * recorded when it ends. Times are CLOCK_MONOTONIC, from the start.
+ *
+ * Cost: each worker appends to a buffer of its own, with no lock. A
+ * thread's buffer holds BLZ_TRACE_BUFFER events (default 1048576, 32 bytes
+ * each, made resident only as it fills); events past that are dropped and
+ * counted, and the file says so ("dropped_events", and an "events dropped"
+ * mark on the track). When no trace runs, the fork-join path pays one load
+ * and one predictable branch.
+ *
+ * BLZ_TRACE=path in the environment traces every pool the process creates,
+ * from its creation to its destroy: "%p" in the path becomes the process
+ * id, "%n" the pool's number (1, 2, ... in creation order); without "%n",
+ * pools after the first write to path.2, path.3, ... A path that cannot be
+ * opened is reported on stderr, and the pool is created untraced.
+ *
+ * Any thread, including the pool's own workers; one trace at a time per pool.
+ *
+ * @param pool the pool.
+ * @param path the file to write; created or truncated now.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool or path is NULL or path is empty, a trace of
+ *         this pool is already running, or path cannot be opened for
+ *         writing (errno says why);
+ *         BLZ_ENOMEM if the buffers could not be allocated;
+ *         BLZ_ESHUTDOWN if called from outside once blz_pool_destroy has begun;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_pool_trace_start(blz_pool *pool, const char *path);
+
+/**
+ * Stops the pool's trace and writes its file. Jobs running at this moment
+ * are not in it (a span is recorded when its job ends). (0.2)
+ *
+ * Any thread, including the pool's own workers.
+ *
+ * @param pool the pool.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if pool is NULL, no trace of this pool is running, or
+ *         writing the file failed (errno says why; the trace is over);
+ *         BLZ_ENOMEM if memory ran out while writing (the trace is over,
+ *         the file is unfinished);
+ *         BLZ_ESHUTDOWN if called from outside once blz_pool_destroy has
+ *         begun (destroy writes the file);
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_pool_trace_stop(blz_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* BLITZ_H */
