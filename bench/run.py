@@ -264,9 +264,10 @@ def build_rayon(build_dir):
     return os.path.join(target, "release", "rayon-peer-bench"), ""
 
 
-def find_programs(build_dir, with_rayon):
-    """{impl: path} for every program that exists, and notes on the missing."""
-    names = {BLITZ: "blitz_bench", TBB: "tbb_bench", OMP: "omp_bench", SEQ: "seq_bench"}
+def find_programs(build_dir, with_rayon, names=None):
+    """{impl: path} for every program that exists (names: {impl: program in
+    BUILD_DIR/bench}, by default the four of this driver), and notes on the missing."""
+    names = names or {BLITZ: "blitz_bench", TBB: "tbb_bench", OMP: "omp_bench", SEQ: "seq_bench"}
     programs, notes = {}, {}
     for impl, name in names.items():
         path = os.path.join(build_dir, "bench", name)

@@ -31,6 +31,7 @@ enum class Point {
     kTaskTookLatch,        // a finishing task took its joiner's latch and is about to set it
     kGroupTookWaiters,     // a group's last task took the waiter list and is about to set the latches
     kTraceWriteHoldsBuffer,  // a trace writer loaded its buffer and is about to append (registry: nullptr)
+    kThiefTookJob,         // a thief's steal succeeded; it has yet to run the job (a promoted fork: on its owner's stack)
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -55,6 +56,7 @@ enum class Mutant {
     kCreateFailureDeletes,  // a pool whose worker failed to start is deleted, pins or not
     kTimedWaitForgetsLatch, // a bounded wait returns at its deadline although a task took its latch
     kTraceDetachSkipsWriters, // a trace stop frees the buffers without waiting out a write in progress
+    kJoinSkipsStolenFrame,  // a join whose promoted half was stolen returns without waiting for the thief
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

@@ -184,6 +184,7 @@ Job *Worker::steal() {
             // one (fork_stack.hpp [F5]).
             if (stolen.status != Deque<Job *>::Steal::kAbort) other.forks_.request();
             if (stolen.status == Deque<Job *>::Steal::kSuccess) {
+                BLZ_FAULT_POINT(kThiefTookJob, registry_);
                 bump(steals_);
                 return stolen.value;
             }
@@ -241,6 +242,7 @@ bool Worker::join_promoted(blz_fork_frame *frame) {
             break;
         }
         if (popped == nullptr) {  // a thief took it: help until it is done
+            if (BLZ_FAULT_MUTANT(kJoinSkipsStolenFrame)) return true;  // the thief still runs the frame
             wait_until(job->latch.core());
             ok = job->ok;
             break;

@@ -24,23 +24,35 @@
 # with Debian's python3 (numpy, cffi); the output also goes to
 # bindings/python/bench/results.txt. About 2 min. Like node, it runs alone
 # with `./dev bench python`, and after the rest in a run with no NAME.
+#
+# NAME forkpath is the fork path's benchmark (issue 31, bench/forkpath.py:
+# the tree-size sweep, fib and the small trees through libblitz's C ABI,
+# C++ header and Rust crate next to Rayon, oneTBB, OpenMP and plain
+# recursion), which writes bench/results/forkpath.{json,md,png}; about
+# 15 min with --runs 5. It runs only when named.
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$1
 shift
-names=0 node=0 python=0 report_only=0 others=()
+names=0 node=0 python=0 forkpath=0 report_only=0 others=() forkpath_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --runs | --note) others+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
+        --runs) others+=("$1" "${2:-}"); forkpath_args+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
+        --note) others+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
         --smoke | --report-only) report_only=1; others+=("$1"); shift ;;
         -*) others+=("$1"); shift ;;
         node) node=1; shift ;;
         python) python=1; shift ;;
+        forkpath) forkpath=1; shift ;;
         *) names=$((names + 1)); others+=("$1"); shift ;;
     esac
 done
 status=0
+if [ "$forkpath" = 1 ]; then
+    python3 "$root/bench/forkpath.py" "$build_dir" "${forkpath_args[@]}" || status=$?
+    [ $((names + node + python)) -gt 0 ] || exit "$status"
+fi
 only_bindings=$(( node + python > 0 && names == 0 ))
 if [ "$only_bindings" = 0 ] || [ "$report_only" = 1 ]; then
     python3 "$root/bench/run.py" "$build_dir" "${others[@]}" || status=$?

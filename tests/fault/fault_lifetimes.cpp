@@ -143,6 +143,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kInjectedBeforePost:
         case Point::kLatchSetBeforeWake:
         case Point::kLatchSetBeforeUnpin:
+        case Point::kThiefTookJob:  // a stolen promoted fork, not run yet, on its owner's stack
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:

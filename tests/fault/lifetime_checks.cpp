@@ -187,6 +187,27 @@ void hold_trace_writer() {
     if (g_trace.stopped.load()) violation("blz_pool_trace_stop returned while a writer held its trace buffer");
 }
 
+// Issue 31's promoted fork (scenario_thief_holds_promoted_frame, below).
+struct PromotedFork {
+    std::atomic<bool> armed{false};         // the next successful steal pauses
+    std::atomic<bool> thief_holds{false};   // a thief stole the promoted half and waits
+    std::atomic<bool> join_returned{false};
+    std::atomic<bool> hold_over{false};     // the thief is about to run the half
+    std::atomic<int> halves_run{0};
+    std::atomic<blz_pool *> pool{nullptr};
+};
+PromotedFork g_promoted;
+
+void hold_thief_with_frame() {
+    g_promoted.thief_holds.store(true);
+    auto until = Clock::now() + std::chrono::milliseconds(200);
+    while (!g_promoted.join_returned.load() && Clock::now() < until) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    if (g_promoted.join_returned.load()) violation("a fork-join returned while a thief held its promoted half");
+    g_promoted.hold_over.store(true);
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -241,6 +262,9 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kTraceWriteHoldsBuffer:
             if (g_trace.pause_next.exchange(false)) hold_trace_writer();
+            return;
+        case Point::kThiefTookJob:
+            if (g_promoted.armed.exchange(false)) hold_thief_with_frame();
             return;
         case Point::kEntered:
             return;
@@ -691,6 +715,41 @@ void scenario_trace_stop_vs_write() {
     check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
 }
 
+// ---------------------------------------------------------------------------
+// Issue 31: a promoted fork's frame lives on its owner's stack. A thief
+// that stole it is held before it runs the half, while the owner finishes
+// the other half and joins: the join must not return (and end the frame)
+// before the thief has run it and set its latch.
+
+// The first half: returns once the second was stolen (bounded).
+void first_half_waits_for_thief(void *) {
+    auto until = Clock::now() + std::chrono::seconds(kHangSeconds);
+    while (!g_promoted.thief_holds.load() && Clock::now() < until) std::this_thread::yield();
+    check(g_promoted.thief_holds.load(), "the promoted half was never stolen");
+    g_promoted.halves_run.fetch_add(1);
+}
+
+void second_half(void *) { g_promoted.halves_run.fetch_add(1); }
+
+void fork_on_worker(void *) {
+    // The worker's first fork is promoted (nothing of its own is public
+    // yet) and announced: the other worker wakes and steals it.
+    check(blz_fork_join(g_promoted.pool.load(), first_half_waits_for_thief, nullptr, second_half, nullptr) == BLZ_OK,
+          "blz_fork_join");
+    g_promoted.join_returned.store(true);
+}
+
+void scenario_thief_holds_promoted_frame() {
+    blz_pool *pool = make_pool(2);
+    g_promoted.pool.store(pool);
+    g_promoted.armed.store(true);
+    bounded("a fork-join whose promoted half is stolen", [&] { check(blz_call(pool, fork_on_worker, nullptr) == BLZ_OK, "blz_call"); });
+    spin_until([] { return g_promoted.hold_over.load(); });
+    check(!g_watch.violation.load(), "the join ended the frame under a thief");
+    check(g_promoted.halves_run.load() == 2, "both halves ran");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -712,6 +771,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kCreateFailureDeletes: return "failed create deletes the pool";
         case Mutant::kTimedWaitForgetsLatch: return "timed wait forgets a taken latch";
         case Mutant::kTraceDetachSkipsWriters: return "trace stop does not wait for writers";
+        case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen promoted half";
     }
     return "?";
 }
@@ -746,6 +806,8 @@ const std::vector<Row> &rows() {
         {"group wait_for vs its last task", scenario_group_wait_for_vs_finish, Expect::kClean, Mutant::kTimedWaitForgetsLatch},
         {"trace stop vs a writer", scenario_trace_stop_vs_write, Expect::kClean, Mutant::kNone},
         {"trace stop vs a writer", scenario_trace_stop_vs_write, Expect::kClean, Mutant::kTraceDetachSkipsWriters},
+        {"thief holds a promoted fork", scenario_thief_holds_promoted_frame, Expect::kClean, Mutant::kNone},
+        {"thief holds a promoted fork", scenario_thief_holds_promoted_frame, Expect::kClean, Mutant::kJoinSkipsStolenFrame},
     };
     return all;
 }

@@ -1,0 +1,287 @@
+#!/usr/bin/env python3
+"""The fork path's benchmark (issue 31): what a fork-join costs through
+libblitz's C ABI (blitz_bench), its C++ header (blitzxx_bench) and its Rust
+crate (bench/rust-join), next to Rayon, oneTBB, OpenMP tasks and plain
+recursion (seq_bench), in one run.
+
+    bench/forkpath.py BUILD_DIR [--runs N] [--quick]
+    bench/forkpath.py BUILD_DIR --smoke
+
+Rows: a tree-size sweep on 1 worker (2^10 to 2^24 nodes, each run summing
+about 2^24 nodes), fib(30) on 1 and 2 workers, 1023-node trees summed 1000
+times inside a 2-worker pool, the 2^24-node tree and fib(32) on 2 workers
+against 1. The harness programs run interleaved, one measured run per
+invocation (bench/run.py's rules: medians, a 1- or 2-worker run that got
+less than 0.9 or 1.9 CPUs is flagged and left out); fib through Rust comes
+from bench/rust-join in the same run. Writes bench/results/forkpath.json
+and bench/results/forkpath.md (the table, the goals with verdicts), and
+bench/results/forkpath_tree.png when gnuplot is installed.
+
+--smoke runs every program at tiny sizes and checks checksums only (the
+meson test bench_forkpath_smoke); nothing is timed there.
+"""
+import argparse
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run as harness  # noqa: E402  (bench/run.py: invoking, checksums, medians)
+
+C, CXX, RAYON, TBB, OMP, SEQ = "libblitz C", "libblitz C++", "Rayon", "oneTBB", "OpenMP", "plain recursion"
+PROGRAMS = {C: "blitz_bench", CXX: "blitzxx_bench", TBB: "tbb_bench", OMP: "omp_bench", SEQ: "seq_bench"}
+ORDER = [C, CXX, RAYON, TBB, OMP, SEQ]
+RESULTS = os.path.join(HERE, "results")
+
+
+def plan(quick, smoke):
+    if smoke:
+        return [("tree", {"depth": 6, "reps": 3}, [1, 2]), ("fib", {"n": 12}, [1, 2])]
+    depths = [10, 14, 18, 22, 24] if quick else [10, 12, 14, 16, 18, 20, 22, 24]
+    cases = [("tree", {"depth": d, "reps": 1 << (24 - d)}, [1]) for d in depths]
+    cases += [("fib", {"n": 30}, [1, 2]), ("fib", {"n": 32}, [1, 2]),
+              ("tree", {"depth": 10, "reps": 1000}, [2]), ("tree", {"depth": 24, "reps": 1}, [2])]
+    return cases
+
+
+def key(workload, params):
+    return workload + ":" + ",".join(f"{k}={v}" for k, v in params.items())
+
+
+def run_all(cases, programs, runs):
+    """{case key: {threads: {impl: [run, ...]}}}, every impl interleaved run by run."""
+    raw = {}
+    for workload, params, threads_list in cases:
+        k = key(workload, params)
+        raw.setdefault(k, {})  # a case may come back with other worker counts
+        for threads in threads_list:
+            impls = [i for i in ORDER if i in programs and (i != SEQ or threads == 1)]
+            raw[k][threads] = {i: [] for i in impls}
+            for round_ in range(runs):
+                shift = round_ % len(impls)
+                for impl in impls[shift:] + impls[:shift]:
+                    r = harness.invoke(programs[impl], workload, params, 1 if impl == SEQ else threads)
+                    raw[k][threads][impl].append(r)
+            harness.log(f"forkpath: {k} threads={threads} done")
+    return raw
+
+
+def summarize(workload, params, threads, runs, expected):
+    """The median metric over the runs that got their CPUs, or None; CPU/wall; problems."""
+    ok = [r for r in runs if "error" not in r]
+    problems = [r["error"] for r in runs if "error" in r]
+    problems += [f"checksum {r['checksum']} != {expected}" for r in ok if r["checksum"] != expected]
+    good = [r for r in ok if r["cpu_per_wall"] >= threads - harness.CPU_SHORTFALL_ALLOWED]
+    return {
+        "median": harness.median([r["metric"] for r in good]) if not problems else None,
+        "cpu_per_wall": harness.median([r["cpu_per_wall"] for r in (good or ok)]),
+        "counted": len(good), "runs": len(runs), "problems": problems[:3],
+        "unit": ok[0]["unit"] if ok else "",
+    }
+
+
+def rust_fib(build_dir, runs):
+    """bench/rust-join's rows (blitz::join, rayon::join, blz_fork_join from Rust), or a note."""
+    script = os.path.join(HERE, "rust-join", "run.sh")
+    env = dict(os.environ, BLITZ_LIB_DIR=os.path.abspath(build_dir))
+    try:
+        out = subprocess.run([script, "--json", "30", str(runs), "3", "1,2"], capture_output=True, text=True,
+                             timeout=1800, env=env)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return {"skipped": str(e)}
+    text = out.stdout.strip()
+    if out.returncode != 0 or not text.startswith("{"):
+        return {"skipped": "rust-join failed: " + " ".join(out.stderr.strip().splitlines()[-2:])}
+    return json.loads(text)
+
+
+def fmt(v, digits=2):
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def ratio(a, b):
+    return a / b if a is not None and b else None
+
+
+def verdict(value, limit):
+    if value is None:
+        return "not measured"
+    return "met" if value <= limit else "NOT met"
+
+
+def report(data):
+    s, lines = data["summary"], []
+    lines.append(f"# The fork path (issue 31): {data['machine']['cpu']}, {data['date']}")
+    lines.append("")
+    lines.append(f"`bench/forkpath.py {data['build_dir']} --runs {data['runs']}`; medians of the runs that got "
+                 "their CPUs (CPU/wall >= 0.9 per worker); the last column of each row is the median CPU/wall.")
+    lines.append("")
+    sweep = [(k, v) for k, v in s.items() if k.startswith("tree:") and "1" in v and v["1"]
+             and k != "tree:depth=10,reps=1000"]
+    sweep.sort(key=lambda kv: int(kv[0].split("depth=")[1].split(",")[0]))
+    lines.append("## Tree sum on 1 worker: ns per node")
+    lines.append("")
+    lines.append("| nodes | " + " | ".join(ORDER) + " | C / plain | C++ / plain |")
+    lines.append("|---" * (len(ORDER) + 3) + "|")
+    for k, v in sweep:
+        row = v["1"]
+        depth = int(k.split("depth=")[1].split(",")[0])
+        cells = [f"{fmt(row[i]['median'])} ({fmt(row[i]['cpu_per_wall'])})" if i in row else "-" for i in ORDER]
+        plain = row.get(SEQ, {}).get("median")
+        lines.append(f"| 2^{depth} | " + " | ".join(cells) + f" | {fmt(ratio(row.get(C, {}).get('median'), plain))}"
+                     f" | {fmt(ratio(row.get(CXX, {}).get('median'), plain))} |")
+    lines.append("")
+    lines.append("## Other rows")
+    lines.append("")
+    lines.append("| case | workers | " + " | ".join(ORDER) + " |")
+    lines.append("|---" * (len(ORDER) + 2) + "|")
+    for k, v in s.items():
+        if k in dict(sweep):
+            continue
+        for threads, row in v.items():
+            cells = [f"{fmt(row[i]['median'])} ({fmt(row[i]['cpu_per_wall'])})" if i in row else "-" for i in ORDER]
+            lines.append(f"| {k} | {threads} | " + " | ".join(cells) + " |")
+    rust = data.get("rust", {})
+    if "rows" in rust:
+        lines.append("")
+        lines.append("fib(30) from Rust (bench/rust-join, same run), ns per join (CPU/wall): " + ", ".join(
+            f"{r['runtime']} {r['threads']} worker(s) {fmt(r['median_ns_per_join'])} ({fmt(r['cpu_per_wall'])})"
+            for r in rust["rows"]))
+    elif rust:
+        lines.append("")
+        lines.append(f"fib from Rust: {rust.get('skipped')}")
+    lines.append("")
+    lines.append("## Goals")
+    lines.append("")
+    lines.append("| goal | measured | verdict |")
+    lines.append("|---|---|---|")
+    for goal, value, limit, shown in data["goals"]:
+        lines.append(f"| {goal} | {shown} | {verdict(value, limit)} |")
+    return "\n".join(lines) + "\n"
+
+
+def goals(s, rust):
+    def med(k, threads, impl):
+        return s.get(k, {}).get(str(threads), s.get(k, {}).get(threads, {})).get(impl, {}).get("median")
+
+    def cpu(k, threads, impl):
+        return s.get(k, {}).get(threads, {}).get(impl, {}).get("cpu_per_wall")
+
+    out = []
+    big = "tree:depth=24,reps=1"
+    for impl, limit in ((CXX, 1.2), (C, 1.5)):
+        r = ratio(med(big, 1, impl), med(big, 1, SEQ))
+        out.append((f"2^24-node tree on 1 worker through {impl}: <= {limit}x plain recursion", r, limit,
+                    f"{fmt(r)}x"))
+    fib = "fib:n=30"
+    rayon_native = med(fib, 1, RAYON)
+    for impl, limit in ((CXX, 0.35), (C, 0.5)):
+        r = ratio(med(fib, 1, impl), rayon_native)
+        out.append((f"fib(30) per join on 1 worker through {impl}: <= {limit}x Rayon", r, limit, f"{fmt(r)}x"))
+    rows = {(r["runtime"], r["threads"]): r for r in rust.get("rows", [])}
+    if ("blitz::join", 1) in rows and ("rayon::join", 1) in rows:
+        r = ratio(rows[("blitz::join", 1)]["median_ns_per_join"], rows[("rayon::join", 1)]["median_ns_per_join"])
+        out.append(("fib(30) per join on 1 worker through Rust (blitz::join): <= 0.35x rayon::join", r, 0.35,
+                    f"{fmt(r)}x"))
+    small = "tree:depth=10,reps=1000"
+    plain_small = med(f"tree:depth=10,reps={1 << 14}", 1, SEQ)  # the sweep's 2^10 row: ns per node
+    for impl in (C, CXX):
+        r = ratio(med(small, 2, impl), plain_small)
+        out.append((f"1023-node trees inside a 2-worker pool through {impl}: <= 2.0x plain recursion per tree",
+                    r, 2.0, f"{fmt(r)}x"))
+    for k, label in ((big, "tree 2^24"), ("fib:n=32", "fib(32)")):
+        for impl in (C, CXX):
+            one, two = med(k, 1, impl), med(k, 2, impl)
+            speedup = ratio(one, two)
+            c = cpu(k, 2, impl)
+            # A goal met is a speed-up of at least 1.85 at a CPU/wall of at least 1.9: scored as 1.85 / speedup.
+            score = None if speedup is None or c is None or c < 1.9 else 1.85 / speedup
+            out.append((f"{label} on 2 workers through {impl}: >= 1.85x 1 worker, CPU/wall >= 1.9", score, 1.0,
+                        f"{fmt(speedup)}x at CPU/wall {fmt(c)}"))
+    return out
+
+
+def chart(data, path):
+    gnuplot = shutil.which("gnuplot")
+    if gnuplot is None:
+        return None
+    s = data["summary"]
+    rows = []
+    for k, v in s.items():
+        if k.startswith("tree:") and "1" in v and k != "tree:depth=10,reps=1000":
+            depth = int(k.split("depth=")[1].split(",")[0])
+            rows.append((depth, [v["1"].get(i, {}).get("median") for i in ORDER]))
+    if not rows:
+        return None
+    rows.sort()
+    dat = path + ".dat"
+    with open(dat, "w") as f:
+        for depth, values in rows:
+            f.write(f"{depth} " + " ".join("nan" if x is None else f"{x}" for x in values) + "\n")
+    plots = ", ".join(f"'{dat}' using 1:{i + 2} with linespoints title '{name}'" for i, name in enumerate(ORDER))
+    script = (f"set terminal png size 900,540; set output '{path}'; set logscale y; "
+              f"set xlabel 'log2 of the nodes'; set ylabel 'ns per node (1 worker)'; "
+              f"set title 'Tree sum on 1 worker, {data['machine']['cpu']}'; set key top right; plot {plots}")
+    subprocess.run([gnuplot, "-e", script], check=False)
+    os.unlink(dat)
+    return path if os.path.exists(path) else None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("build_dir")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="fewer tree sizes")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes, checksums only")
+    args = parser.parse_args()
+    args.build_dir = os.path.abspath(args.build_dir)  # cargo builds the Rayon peer from bench/rayon
+    programs, notes = harness.find_programs(args.build_dir, not args.smoke, PROGRAMS)
+    for impl, note in notes.items():
+        harness.log(f"forkpath: no {impl}: {note}")
+    cases = plan(args.quick, args.smoke)
+    raw = run_all(cases, programs, 1 if args.smoke else args.runs)
+    summary, bad = {}, 0
+    for workload, params, threads_list in cases:
+        k = key(workload, params)
+        expected = harness.reference_checksum(workload, params)
+        summary.setdefault(k, {})
+        for threads in threads_list:
+            summary[k][str(threads)] = {impl: summarize(workload, params, threads, runs, expected)
+                                        for impl, runs in raw[k][threads].items()}
+            for impl, row in summary[k][str(threads)].items():
+                if row["problems"]:
+                    bad += 1
+                    print(f"  FAIL {impl} {k} threads={threads}: {row['problems']}")
+                elif args.smoke:
+                    print(f"  ok   {impl} {k} threads={threads}")
+    if args.smoke:
+        print(f"bench_forkpath_smoke: {sum(len(v) for t in summary.values() for v in t.values()) - bad} passed, "
+              f"{bad} failed")
+        return 1 if bad else 0
+    # JSON keys are strings: goals() looks rows up by either.
+    rust = rust_fib(args.build_dir, args.runs)
+    data = {
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": harness.machine(args.build_dir), "build_dir": os.path.relpath(args.build_dir, harness.ROOT),
+        "runs": args.runs, "summary": summary, "rust": rust, "raw": raw, "notes": notes,
+    }
+    data["goals"] = goals({k: {int(t): row for t, row in v.items()} for k, v in summary.items()}, rust)
+    os.makedirs(RESULTS, exist_ok=True)
+    with open(os.path.join(RESULTS, "forkpath.json"), "w") as f:
+        json.dump(data, f, indent=1, default=str)
+    text = report(data)
+    png = chart(data, os.path.join(RESULTS, "forkpath_tree.png"))
+    if png:
+        text += f"\n![tree sweep](forkpath_tree.png)\n"
+    with open(os.path.join(RESULTS, "forkpath.md"), "w") as f:
+        f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
