@@ -470,9 +470,10 @@ BLZ_API blz_status blz_join(blz_task *task);
 /**
  * Runs a(arg_a) and b(arg_b), possibly in parallel, and returns when both
  * have finished. On a worker of pool, a runs inline and b waits on the
- * worker's deque, where an idle worker may steal it; if nobody took it, the
- * worker runs it inline after a. No heap allocation, and no fence or locked
- * instruction unless another worker is looking for work. From any other
+ * worker's fork stack, from which it is handed to an idle worker that asks
+ * for work; if nobody took it, the worker runs it inline after a. No heap
+ * allocation, and no fence or locked instruction unless another worker
+ * asked for work (see "The inline fork path" below). From any other
  * thread the pair first moves into the pool, as blz_call does.
  *
  * Only "possibly" in parallel: a must not wait for something b does (a

@@ -4,9 +4,11 @@
  *        over the C ABI of blitz.h.
  *
  * Header-only. Everything here is an inline or template layer over the
- * functions of blitz.h: only the C ABI crosses the library boundary, so a
- * program built with any C++17 compiler and standard library works with
- * any build of libblitz.so.
+ * functions and records of blitz.h: only the C ABI crosses the library
+ * boundary, so a program built with any C++17 compiler and standard library
+ * works with any build of libblitz.so. pool::join on a worker of its pool
+ * forks through blitz.h's inline fork path (GCC and clang): a fork that
+ * nobody steals makes no call into the library.
  *
  * How exceptions travel. The C API catches an exception escaping a task
  * at its boundary and reports only BLZ_ETASK. To carry the real exception,
@@ -1010,8 +1012,10 @@ public:
 
     /**
      * Runs f() and g(), possibly in parallel, and returns both values
-     * (blz_fork_join: on a worker, f runs inline and g waits for a thief;
-     * from another thread the pair first moves into the pool).
+     * (blz_fork_join's contract: on a worker, f runs inline and g waits for
+     * a thief, here through blitz.h's inline fork path, without a call into
+     * the library unless a thief asked; from another thread the pair first
+     * moves into the pool).
      *
      * `auto [a, b] = pool.join(f, g);` A side returning void gives
      * std::monostate; a side returning an lvalue reference gives the
