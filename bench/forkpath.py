@@ -71,17 +71,11 @@ def run_all(cases, programs, runs):
 
 
 def summarize(workload, params, threads, runs, expected):
-    """The median metric over the runs that got their CPUs, or None; CPU/wall; problems."""
-    ok = [r for r in runs if "error" not in r]
-    problems = [r["error"] for r in runs if "error" in r]
-    problems += [f"checksum {r['checksum']} != {expected}" for r in ok if r["checksum"] != expected]
-    good = [r for r in ok if r["cpu_per_wall"] >= threads - harness.CPU_SHORTFALL_ALLOWED]
-    return {
-        "median": harness.median([r["metric"] for r in good]) if not problems else None,
-        "cpu_per_wall": harness.median([r["cpu_per_wall"] for r in (good or ok)]),
-        "counted": len(good), "runs": len(runs), "problems": problems[:3],
-        "unit": ok[0]["unit"] if ok else "",
-    }
+    """bench/run.py's summary of the runs (medians of those that got their CPUs),
+    with its problems in one list."""
+    row = harness.summarize_runs(harness.Case(workload, params, [threads], ""), threads, runs, expected)
+    row["problems"] = (row["errors"] + [f"checksum {c} != {expected}" for c in row["wrong_checksums"]])[:3]
+    return row
 
 
 def rust_fib(build_dir, runs):

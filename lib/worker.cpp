@@ -178,6 +178,7 @@ Job *Worker::steal() {
             uint32_t victim = start + k;
             if (victim >= n) victim -= n;
             if (victim == index_) continue;
+            // Alive as long as the pool, whose worker we are.
             Worker &other = registry_->worker(victim);
             auto stolen = other.deque_.steal();
             // Taken, or nothing to take: the victim's next fork promotes
