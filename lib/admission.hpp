@@ -40,6 +40,7 @@
 #include <cstdint>
 
 #include "blitz.h"
+#include "fault.hpp"
 #include "sync.hpp"
 
 namespace blz {
@@ -145,5 +146,30 @@ private:
 
     typename Sync::template atomic<uint64_t> state_{0};
 };
+
+// A submission (spawn_task): admits it, lets `queue` make and queue the
+// task, then, from a thread that is not one of the pool's workers, gives
+// back the call's own unit as its last access to the pool: its task may
+// run and leave before the call's post returns, and destroy must not free
+// the pool under the call. The pool's own workers need no such unit:
+// destroy joins them before freeing. `queue` returns BLZ_OK once the task
+// is queued (it holds the task's unit from then on), or an error with
+// nothing queued (both units go back). The pool provides
+// enter(units, own_worker) and leave(units) (Registry, or the model's).
+template <class Sync, class Pool, class Queue>
+blz_status submit_admitted(Pool &pool, bool own_worker, Queue &&queue) {
+    bool outside = !own_worker && !BLZ_FAULT_MUTANT(kSpawnCountsOnlyTask);
+    if constexpr (Sync::kMutant == Mutant::kSpawnCountsOnlyTask) outside = false;
+    const uint64_t units = outside ? 2 : 1;
+    const blz_status admitted = pool.enter(units, own_worker);
+    if (admitted != BLZ_OK) return admitted;
+    const blz_status queued = queue();
+    if (queued != BLZ_OK) {
+        pool.leave(units);
+        return queued;
+    }
+    if (outside) pool.leave(1);  // the call's unit: its last access to the pool
+    return BLZ_OK;
+}
 
 }  // namespace blz

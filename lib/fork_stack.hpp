@@ -42,11 +42,33 @@
 #include <cstring>
 
 #include "blitz.h"
+#include "sync.hpp"
 
 namespace blz {
 
+// How a ForkStack reaches its record's `requests` word atomically. The
+// runtime's: std::atomic_ref on the field itself, the word the inline path
+// of blitz.h reads. A model checker whose atomics cannot alias a plain
+// field specializes this for its Sync with an atomic of its own
+// (tests/relacy); the owner's other fields stay plain there too [F1].
+template <class Sync>
+struct ForkRequestsWord {
+    static uint32_t load(uint32_t &field, std::memory_order order) {
+        return std::atomic_ref<uint32_t>(field).load(order);
+    }
+    static void fetch_or(uint32_t &field, uint32_t bits, std::memory_order order) {
+        std::atomic_ref<uint32_t>(field).fetch_or(bits, order);
+    }
+    static void fetch_and(uint32_t &field, uint32_t bits, std::memory_order order) {
+        std::atomic_ref<uint32_t>(field).fetch_and(bits, order);
+    }
+};
+
+template <class Sync = StdSync>
 class ForkStack {
 public:
+    using SyncPolicy = Sync;
+
     // requests bits.
     static constexpr uint32_t kWanted = 1;  // a thief would take a promoted frame
     static constexpr uint32_t kTraced = 2;  // tracing: every frame is promoted at once
@@ -56,7 +78,7 @@ public:
     ForkStack() {
         std::memset(&record_, 0, sizeof record_);
         // An idle pool's first fork promotes: nothing of ours is public yet.
-        record_.requests = kWanted;
+        word_.fetch_or(record_.requests, kWanted, std::memory_order_relaxed);  // relaxed: before any other thread sees us
     }
     ~ForkStack() { std::free(record_.frames); }
     ForkStack(const ForkStack &) = delete;
@@ -94,7 +116,9 @@ public:
     // promoted: still on the stack, for Worker::join_promoted.
     [[gnu::always_inline]] bool pop_pending() {
         const uint32_t d = record_.depth - 1;
-        if (d < record_.promoted) [[unlikely]] return false;  // [F2]: promoted frames are the oldest
+        if constexpr (Sync::kMutant != Mutant::kPopIgnoresPromoted) {
+            if (d < record_.promoted) [[unlikely]] return false;  // [F2]: promoted frames are the oldest
+        }
         record_.depth = d;
         return true;
     }
@@ -118,30 +142,28 @@ public:
 
     uint32_t requests() const {
         // relaxed: a hint [F5]; the jobs it leads to are published by the deque's release store.
-        return std::atomic_ref<uint32_t>(const_cast<uint32_t &>(record_.requests)).load(std::memory_order_relaxed);
+        return word_.load(const_cast<uint32_t &>(record_.requests), std::memory_order_relaxed);
     }
 
     // Any thread: asks the owner to promote a frame at its next fork [F5].
     // Read first: thieves that find the bit set leave the owner's line alone.
     void request() {
         // relaxed: a hint [F5].
-        std::atomic_ref<uint32_t> word(record_.requests);
-        if ((word.load(std::memory_order_relaxed) & kWanted) == 0) word.fetch_or(kWanted, std::memory_order_relaxed);
+        if ((word_.load(record_.requests, std::memory_order_relaxed) & kWanted) != 0) return;
+        if constexpr (Sync::kMutant == Mutant::kNoForkRequest) return;
+        word_.fetch_or(record_.requests, kWanted, std::memory_order_relaxed);
     }
 
     // Owner: a request is being served.
-    void clear_request() {
-        std::atomic_ref<uint32_t>(record_.requests).fetch_and(~kWanted, std::memory_order_relaxed);  // relaxed: [F5]
-    }
+    void clear_request() { word_.fetch_and(record_.requests, ~kWanted, std::memory_order_relaxed); }  // relaxed: [F5]
 
     // Any thread (the tracer): every fork goes through the library while set.
     void set_traced(bool traced) {
-        std::atomic_ref<uint32_t> word(record_.requests);
         // relaxed: a fork that misses the change is traced (or not) one fork late.
         if (traced) {
-            word.fetch_or(kTraced, std::memory_order_relaxed);
+            word_.fetch_or(record_.requests, kTraced, std::memory_order_relaxed);
         } else {
-            word.fetch_and(~kTraced, std::memory_order_relaxed);
+            word_.fetch_and(record_.requests, ~kTraced, std::memory_order_relaxed);
         }
     }
 
@@ -171,6 +193,8 @@ private:
     // On a line boundary: its first line is the owner's, the second the
     // thieves' (blitz.h), so requests never disturb the owner's stores.
     alignas(64) blz_fork_stack record_;
+    // mutable: requests() reads the word through the same policy as its writers.
+    [[no_unique_address]] mutable ForkRequestsWord<Sync> word_;
     static_assert(offsetof(blz_fork_stack, requests) == 64, "requests starts the second line");
 };
 

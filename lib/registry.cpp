@@ -10,6 +10,7 @@
 #include <sched.h>
 
 #include "fault.hpp"
+#include "publish.hpp"
 #include "task.hpp"
 #include "worker.hpp"
 
@@ -331,16 +332,13 @@ void Registry::submit(QueuedJob *job) {
 }
 
 void Registry::inject(QueuedJob *job) {
-    bool was_empty = injector_.push(job);
-    BLZ_FAULT_POINT(kInjectedBeforePost, this);
-    sleep_.new_shared_jobs(1, [was_empty] { return was_empty; });
+    inject_shared(injector_, sleep_, job, [this] { BLZ_FAULT_POINT(kInjectedBeforePost, this); });
 }
 
 void Registry::inject_urgent(QueuedJob *job) {
     // A shared job like any injected one (the same post and fence); the
     // sleepers' final check looks at both injectors.
-    bool was_empty = urgent_injector_.push(job);
-    sleep_.new_shared_jobs(1, [was_empty] { return was_empty; });
+    inject_shared(urgent_injector_, sleep_, job, [] {});
 }
 
 void Registry::set_max_active(uint32_t n) {
@@ -350,11 +348,8 @@ void Registry::set_max_active(uint32_t n) {
 }
 
 bool Registry::has_shared_jobs() const {
-    if (urgent_injector_.has_jobs() || injector_.has_jobs()) return true;
-    for (uint32_t i = 0; i < num_threads_; ++i) {
-        if (workers_[i].offers_tasks()) return true;
-    }
-    return false;
+    return shared_jobs_wait<StdSync>([this] { return urgent_injector_.has_jobs() || injector_.has_jobs(); },
+                                     num_threads_, [this](uint32_t i) { return workers_[i].offers_tasks(); });
 }
 
 void Registry::shut_down() {

@@ -49,10 +49,14 @@ enum class Mutant {
     kRelaxedPublish,        // Deque::publish stores split_ relaxed, not release
     kNoPublicPopFence,      // Deque::pop_public without its fence
     kLatchIgnoresSleepy,    // Sleep::sleep blocks although fall_asleep() failed
-    kSpawnCountsOnlyTask,   // in the model's restatement of spawn_task (tests/relacy): no unit for the call
-    kNoPinOnLatchSet,       // in the model's restatement of Latch::set (tests/relacy): the pool not pinned
-    kChecksOnlyInjector,    // in the model's restatement of Registry::has_shared_jobs (tests/relacy)
+    kSpawnCountsOnlyTask,   // submit_admitted (spawn_task) gives the call no unit of its own
+    kNoPinOnLatchSet,       // tests/relacy's setter from outside a pool calls set_and_wake_worker without a pin
+    kChecksOnlyInjector,    // shared_jobs_wait (Registry::has_shared_jobs) looks at the injectors only
     kTimeoutWithoutMutex,   // Sleep::give_up_sleep reads and clears `blocked` without the mutex
+    kNoForkRequest,         // ForkStack::request does not set the bit (a thief's request lost)
+    kPromoteWithoutPost,    // promote_forks publishes its jobs without posting them (a lost announcement)
+    kPopIgnoresPromoted,    // ForkStack::pop_pending pops a promoted frame as if pending (promotion vs the owner's return)
+    kJoinSkipsStolenFrame,  // join_promoted returns while a thief runs the frame (a thief reads it after its owner moved on)
 };
 
 // The runtime's policy. In the chaos build (BLZ_CHAOS, lib/chaos.hpp) the

@@ -210,35 +210,24 @@ const SpawnedJob *innermost_task() {
 }
 
 blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptions &options, blz_task **out_task) {
-    // From a thread that is not one of the pool's workers, the call itself
-    // is admitted too, until its last access to the pool (the post after
-    // queueing): its task may run and leave before that, and destroy must
-    // not free the pool under the call (admission.hpp). The pool's own
-    // workers need no such unit: destroy joins them before freeing.
     const bool own_worker = registry.is_own(Worker::current());
-    const bool outside = !own_worker && !BLZ_FAULT_MUTANT(kSpawnCountsOnlyTask);
-    const uint64_t units = outside ? 2 : 1;
-    blz_status admitted = registry.enter(units, own_worker);
-    if (admitted != BLZ_OK) return admitted;
-    bool detached = out_task == nullptr;
-    void *block = allocate_job_block(registry.recycler());
-    if (block == nullptr) {
-        registry.leave(units);
-        return BLZ_ENOMEM;
-    }
-    auto *task = new (block) SpawnedJob(registry, fn, arg, options, detached);
-    if (options.group != nullptr) options.group->task_added();
-    if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
-    // The task may run and (if detached) be freed from here on. A
-    // high-priority task skips the spawning worker's deque: every worker
-    // searches the urgent injector before deques and the injector.
-    if (options.high_priority) {
-        registry.inject_urgent(task);
-    } else {
-        registry.submit(task);
-    }
-    if (outside) registry.leave();  // the call's unit: its last access to the pool
-    return BLZ_OK;
+    return submit_admitted<StdSync>(registry, own_worker, [&]() -> blz_status {
+        const bool detached = out_task == nullptr;
+        void *block = allocate_job_block(registry.recycler());
+        if (block == nullptr) return BLZ_ENOMEM;
+        auto *task = new (block) SpawnedJob(registry, fn, arg, options, detached);
+        if (options.group != nullptr) options.group->task_added();
+        if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
+        // The task may run and (if detached) be freed from here on. A
+        // high-priority task skips the spawning worker's deque: every worker
+        // searches the urgent injector before deques and the injector.
+        if (options.high_priority) {
+            registry.inject_urgent(task);
+        } else {
+            registry.submit(task);
+        }
+        return BLZ_OK;
+    });
 }
 
 namespace {

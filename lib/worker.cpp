@@ -77,7 +77,8 @@ struct Worker::IdleHost {
 bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
     // Before running anything else: every pending fork of ours becomes a
     // job, which this loop or a thief runs (fork_stack.hpp [F4]).
-    promote(UINT32_MAX);
+    ForkHost forks{*this};
+    promote_forks(forks, UINT32_MAX);
     IdleHost host{*this};
     return run_until<false>(host, *sleep_, latch, deadline);
 }
@@ -180,10 +181,7 @@ Job *Worker::steal() {
             if (victim == index_) continue;
             // Alive as long as the pool, whose worker we are.
             Worker &other = registry_->worker(victim);
-            auto stolen = other.deque_.steal();
-            // Taken, or nothing to take: the victim's next fork promotes
-            // one (fork_stack.hpp [F5]).
-            if (stolen.status != Deque<Job *>::Steal::kAbort) other.forks_.request();
+            auto stolen = steal_and_request(other.deque_, other.forks_);
             if (stolen.status == Deque<Job *>::Steal::kSuccess) {
                 BLZ_FAULT_POINT(kThiefTookJob, registry_);
                 bump(steals_);
@@ -195,66 +193,34 @@ Job *Worker::steal() {
     }
 }
 
-// A promoted frame's job lives in the frame (blitz.h reserves the room).
-using FrameJob = StackJob<CFunction>;
 static_assert(sizeof(FrameJob) <= sizeof(blz_fork_frame::job), "blz_fork_frame::job holds a FrameJob");
 static_assert(alignof(FrameJob) <= alignof(uintptr_t), "and aligns it");
 
-static FrameJob *job_of(blz_fork_frame *frame) {
+FrameJob *Worker::ForkHost::frame_job(blz_fork_frame *frame) {
     return std::launder(reinterpret_cast<FrameJob *>(frame->job));
 }
 
-uint32_t Worker::promote(uint32_t max) {
-    uint32_t n = 0;
-    for (; n < max && forks_.has_pending(); ++n) {
-        blz_fork_frame *frame = forks_.oldest_pending();
-        // The submitter's task frames are the thread's now [F4].
-        auto *job = new (frame->job) FrameJob(CFunction{frame->fn, frame->arg}, Latch::Waiter{this, nullptr});
-        if (!deque_.push(job)) {  // out of memory: the frame stays pending, run by us
-            job->~FrameJob();
-            break;
-        }
-        forks_.mark_oldest_promoted();
-    }
-    if (n != 0) publish(n, fork_awake_limit_);
-    return n;
+bool Worker::ForkHost::push_frame_job(blz_fork_frame *frame) {
+    // The submitter's task frames are the thread's now [F4].
+    auto *job = new (frame->job) FrameJob(CFunction{frame->fn, frame->arg}, Latch::Waiter{&w, nullptr});
+    if (w.deque_.push(job)) return true;
+    job->~FrameJob();
+    return false;
+}
+
+bool Worker::ForkHost::wait_for_thief(FrameJob *job) {
+    w.wait_until(job->latch.core());
+    return job->ok;  // written before the thief set the latch (StackJob::run)
 }
 
 bool Worker::push_fork(blz_fork_frame *frame) {
-    if (!forks_.push_growing(frame)) return false;
-    const uint32_t requests = forks_.requests();
-    if ((requests & ForkStack::kTraced) != 0) {
-        promote(UINT32_MAX);  // each half a span (run_taken_back)
-    } else if ((requests & ForkStack::kWanted) != 0) {
-        forks_.clear_request();  // before promoting: a steal of what we promote asks again [F5]
-        promote(1);
-    }
-    return true;
+    ForkHost host{*this};
+    return push_fork_slow(host, frame);
 }
 
 bool Worker::join_promoted(blz_fork_frame *frame) {
-    FrameJob *job = job_of(frame);
-    forks_.pop_promoted();  // [F3]: off the stack; its job is on the deque or taken
-    bool ok;
-    Job *popped = pop();
-    for (;;) {
-        if (popped == job) {
-            ok = run_taken_back(frame);
-            break;
-        }
-        if (popped == nullptr) {  // a thief took it: help until it is done
-            if (BLZ_FAULT_MUTANT(kJoinSkipsStolenFrame)) return true;  // the thief still runs the frame
-            wait_until(job->latch.core());
-            ok = job->ok;
-            break;
-        }
-        execute(popped, TraceKind::kJobOwn);  // spawned above our fork: ours to run first
-        popped = pop();
-    }
-    job->~FrameJob();
-    // Nothing of ours may be public now: the next fork offers one.
-    if (deque_.public_part_empty()) forks_.request();
-    return ok;
+    ForkHost host{*this};
+    return join_promoted_frame(host, frame);
 }
 
 bool Worker::run_taken_back(blz_fork_frame *frame) {

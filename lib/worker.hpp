@@ -12,10 +12,12 @@
 #include "fence.hpp"
 #include "futex.hpp"
 #include "deque.hpp"
+#include "fork_join.hpp"
 #include "fork_stack.hpp"
 #include "injector.hpp"
 #include "job.hpp"
 #include "phase_clock.hpp"
+#include "publish.hpp"
 #include "registry.hpp"
 #include "trace.hpp"
 
@@ -67,10 +69,8 @@ public:
 
     // Fork-join on this worker: a runs inline while b waits on the fork
     // stack, pending, and is promoted to a job thieves can take if one asks
-    // (fork_stack.hpp). a and b return true when they ended normally; join
-    // returns true when both did. Both always run.
-    // Inlined into its callers: the common case (b never promoted) is two
-    // stores, a call, a load and a store, and a call; the rest is out of line.
+    // (fork_stack.hpp, fork_join.hpp). a and b return true when they ended
+    // normally; join returns true when both did. Both always run.
     template <class A, class B>
     [[gnu::always_inline]] bool join(A &&a, B &&b) {
         // A C function is its own frame (traces name it); any other
@@ -86,56 +86,28 @@ public:
             frame.fn = &Half::run;
             frame.arg = &half;
         }
-        if (!forks_.try_push(&frame) && !push_fork(&frame)) [[unlikely]] {  // out of memory: run both here
-            bool ok_a = a();
-            bool ok_b = b();
-            return ok_a && ok_b;
-        }
-        bool ok_a = a();
-        bool ok_b;
-        if (forks_.pop_pending()) [[likely]] {
-            forks_.count_job();
-            ok_b = b();
-        } else {
-            ok_b = join_promoted(&frame) && (kCFunction || half.ok);
-        }
-        return ok_a && ok_b;
+        ForkHost host{*this};
+        return fork_join(host, frame, a, b, [&half] { return kCFunction || half.ok; });
     }
 
     // The fork path's out-of-line halves (blitz.h's blz_fork_push_v1 and
-    // blz_fork_join_v1 too). push_fork: pushes `frame` when the inline push
-    // could not, serving a request or tracing by promoting; false when out
-    // of memory. join_promoted: `frame`, the newest, was promoted: takes
-    // its job back and runs it, or waits for the thief; true when the job
-    // ended normally.
+    // blz_fork_join_v1 too): push_fork_slow and join_promoted_frame of
+    // fork_join.hpp.
     [[gnu::noinline]] bool push_fork(blz_fork_frame *frame);
     [[gnu::noinline]] bool join_promoted(blz_fork_frame *frame);
 
-    ForkStack &forks() { return forks_; }
+    ForkStack<> &forks() { return forks_; }
 
     // Pushes a spawned task, which others may take at once. It is a shared
     // job (sleep.hpp): the job that spawned it may block outside the
     // runtime before this worker returns to its deque, so it is posted with
     // the fence, and `public_tasks_` shows the sleepers' final checks where
     // to find it. False when the deque could not grow.
-    bool push_public(Job *job) {
-        if (!deque_.push(job)) return false;
-        // relaxed: published by the release store and the fence that follow.
-        if (!public_tasks_.load(std::memory_order_relaxed)) public_tasks_.store(true, std::memory_order_relaxed);
-        int64_t n = deque_.publish();
-        sleep_->new_shared_jobs(as_jobs(n), queue_was_empty(n));
-        return true;
-    }
+    bool push_public(Job *job) { return push_public_task(deque_, *sleep_, public_tasks_, job); }
 
-    // Any thread, after a seq-cst fence (a sleeper's final check, a
-    // hand-off): whether this deque may hold a public spawned task. Public
-    // fork-join halves do not count: their owner runs them if nobody
-    // steals them, and counting them would keep every searcher from
-    // sleeping while a fork-join runs.
-    bool offers_tasks() const {
-        // relaxed: ordered by the caller's fence against push_public's.
-        return public_tasks_.load(std::memory_order_relaxed) && deque_.size_hint() > 0;
-    }
+    // Any thread, after a seq-cst fence: whether this deque may hold a
+    // public spawned task (publish.hpp).
+    bool offers_tasks() const { return offers_public_tasks(public_tasks_, deque_); }
 
     // Pops from this worker's deque (newest first); nullptr when empty.
     // Every job on it is public (spawned tasks, promoted forks).
@@ -226,9 +198,6 @@ private:
         }
     };
 
-    // Owner: turns up to `max` of the oldest pending frames into jobs on
-    // the deque and publishes them (fork_stack.hpp [F2]). Returns how many.
-    uint32_t promote(uint32_t max);
     // Runs a promoted frame's job that its owner took back.
     bool run_taken_back(blz_fork_frame *frame);
 
@@ -266,26 +235,11 @@ private:
         if (public_tasks_.load(std::memory_order_relaxed)) public_tasks_.store(false, std::memory_order_relaxed);
     }
 
-    // Makes promoted forks stealable and tells the sleep protocol: a
-    // published job is a posted job (JEC, wake decisions). No fence: a
-    // sleeper that misses it costs parallelism, never progress, since
-    // this worker runs its own forks.
-    // `awake_limit`: see Sleep::new_internal_jobs.
-    [[gnu::noinline]] void publish(int64_t max, uint32_t awake_limit) {
-        int64_t n = deque_.publish(max);
-        if (n == 0) return;
-        sleep_->new_internal_jobs(as_jobs(n), queue_was_empty(n), awake_limit);
-    }
-
-    // A publish of n jobs as a post counts them (sleep.hpp): how many, and
-    // whether the public part held nothing else, asked only when a worker sleeps.
-    static uint32_t as_jobs(int64_t n) { return static_cast<uint32_t>(std::min<int64_t>(n, UINT32_MAX)); }
-    struct PublicPartHeldOnly {
-        const Deque<Job *> &deque;
-        int64_t n;
-        bool operator()() const { return deque.size_hint() <= n; }
-    };
-    PublicPartHeldOnly queue_was_empty(int64_t n) const { return {deque_, n}; }
+    // The worker as fork_join.hpp's host.
+    struct ForkHost;
+    // Makes promoted forks stealable and tells the sleep protocol
+    // (publish.hpp: an internal post, no fence).
+    [[gnu::noinline]] void publish(int64_t max) { publish_forks(deque_, *sleep_, max, fork_awake_limit_); }
 
     Deque<Job *> deque_;
     Injector<QueuedJob> mailbox_;  // jobs for this worker only (post_mail)
@@ -305,7 +259,7 @@ private:
     TraceSlot trace_;
     // The pending forks (fork_stack.hpp); the inline fork path of
     // blitz.hpp reaches its record through blz_fork_stack_v1.
-    ForkStack forks_;
+    ForkStack<> forks_;
     // Written by the owner at idle/busy transitions only, read by statistics.
     alignas(kCacheLine) PhaseClock clock_;
     // The futex word of a worker sitting out the cap: 1 while it may
@@ -328,6 +282,28 @@ struct CFunction {
     bool operator()() const {
         return run_guarded([this] { fn(arg); });
     }
+};
+
+// A promoted frame's job lives in the frame (blitz.h reserves the room).
+using FrameJob = StackJob<CFunction>;
+
+// The worker as the host of fork_join.hpp's protocol.
+struct Worker::ForkHost {
+    Worker &w;
+
+    ForkStack<> &forks() { return w.forks_; }
+    bool push_fork(blz_fork_frame *frame) { return w.push_fork(frame); }
+    bool join_promoted(blz_fork_frame *frame) { return w.join_promoted(frame); }
+    // Out of line (worker.cpp): the promotion and the join of a promoted frame.
+    bool push_frame_job(blz_fork_frame *frame);
+    void publish_promoted(uint32_t n) { w.publish(n); }
+    static FrameJob *frame_job(blz_fork_frame *frame);
+    Job *pop() { return w.pop(); }
+    void run_own(Job *job) { w.execute(job, TraceKind::kJobOwn); }
+    bool run_taken_back(blz_fork_frame *frame) { return w.run_taken_back(frame); }
+    bool wait_for_thief(FrameJob *job);
+    static void end_frame_job(FrameJob *job) { job->~FrameJob(); }
+    bool public_part_empty() const { return w.deque_.public_part_empty(); }
 };
 
 // Fork-join of two C functions on the calling worker: the hot path of

@@ -160,6 +160,11 @@ run_spin() {
     spin_row "$model: InternalPostNoticed" "sleeping counted after final check" safety caught -DONLY_InternalPostNoticed -DMUTANT_LAGGING_COUNT
     spin_row "$model: HandOff" "no hand-off in work_found" safety caught -DONLY_HandOff -DMUTANT_NO_HANDOFF
     spin_row "spin NW=2 NINJ=2: HandOff" "no fence before the hand-off" safety caught -DNINJ=2 -DONLY_HandOff -DMUTANT_NO_HANDOFF_FENCE
+    # The fork stack's (issue 31).
+    spin_row "$model: ForkPromoted" "a thief's request is lost" safety caught -DONLY_ForkPromoted -DMUTANT_NO_FORK_REQUEST
+    spin_row "$model: InternalPostNoticed" "promotion without its post" safety caught -DONLY_InternalPostNoticed -DMUTANT_PROMOTE_WITHOUT_POST
+    spin_row "$model: ForkOnce" "join pops a promoted frame inline" safety caught -DONLY_ForkOnce -DMUTANT_POP_IGNORES_PROMOTED
+    spin_row "$model: ForkOnce" "join skips a stolen frame" safety caught -DONLY_ForkOnce -DMUTANT_JOIN_SKIPS_STOLEN
     if [ "$QUICK" = 0 ]; then
         spin_row "spin NW=2 NINJ=2: all invariants" real safety pass -DNINJ=2
         spin_row "spin NW=2 NINJ=2: progress" real progress pass -DNINJ=2 -DNO_INVARIANTS

@@ -9,11 +9,17 @@
  * Processes:
  *   worker 0 .. NW-1   the idle loop: Worker::wait_until, Worker::find_work,
  *                      Sleep::start_looking / no_work_found / sleep / work_found.
- *                      Worker 0 starts inside a job that calls join(a, b): it
- *                      pushes b (job K) onto its own deque (the internal
- *                      poster), runs a(), then pops K back or, if a thief took
- *                      it, waits on K's latch, which the thief sets after
- *                      running K (Latch::set, Sleep::wake_specific_thread).
+ *                      Worker 0 starts inside a job that calls join(a, b)
+ *                      (fork_join.hpp): it pushes b's frame (job K) onto its
+ *                      fork stack, pending, and promotes it at once if a
+ *                      request is set (push_fork_slow: K onto its deque,
+ *                      published, posted: the internal poster), runs a(),
+ *                      then runs K inline if it stayed pending, else pops K
+ *                      back or, if a thief took it, waits on K's latch,
+ *                      which the thief sets after running K (Latch::set,
+ *                      Sleep::wake_specific_thread). A thief's steal that
+ *                      took K or found the deque empty sets the request
+ *                      (steal_and_request).
  *   poster             a thread outside the pool: NINJ times Registry::inject
  *                      (Injector::push, the inject fence, Sleep::new_shared_jobs).
  *   drainer            store buffers drain to memory, one store at a time, at any moment.
@@ -52,9 +58,14 @@
  *   MUTANT_NO_HANDOFF                  work_found never hands injected work to a sleeper
  *   MUTANT_NO_HANDOFF_FENCE            work_found without its fence
  *   MUTANT_LATCH_IGNORES_SLEEPY        the waiter blocks even though fall_asleep() failed
+ *   MUTANT_NO_FORK_REQUEST             a thief's steal does not set the request
+ *   MUTANT_PROMOTE_WITHOUT_POST        the promotion publishes K without the internal post
+ *   MUTANT_POP_IGNORES_PROMOTED        the join runs K inline although it was promoted
+ *   MUTANT_JOIN_SKIPS_STOLEN           the join returns while the thief still has K
  *   ONLY_<invariant>                   the monitor checks that invariant alone
  *                                      (NoLostWakeup, LatchWakes, HandOff,
- *                                      InternalPostNoticed, SleepingCount, JecExact)
+ *                                      InternalPostNoticed, SleepingCount, JecExact,
+ *                                      ForkPromoted, ForkOnce)
  *   NO_INVARIANTS                      no safety invariant (for the LTL progress run)
  */
 
@@ -83,7 +94,7 @@
 /* Which invariants the monitor (and the JecExact assertion) check. */
 #if !defined(ONLY_NoLostWakeup) && !defined(ONLY_LatchWakes) && !defined(ONLY_HandOff) && \
     !defined(ONLY_InternalPostNoticed) && !defined(ONLY_SleepingCount) && !defined(ONLY_JecExact) && \
-    !defined(NO_INVARIANTS)
+    !defined(ONLY_ForkPromoted) && !defined(ONLY_ForkOnce) && !defined(NO_INVARIANTS)
 #define CHECK_ALL 1
 #endif
 
@@ -118,12 +129,19 @@ bit  is_blocked[NW];        /* guarded by mutex[i] */
 
 byte latch[NW + 1];         /* CoreLatch states */
 
+bit  req = 1;               /* worker 0's ForkStack requests bit kWanted: set at creation
+                               (an idle pool's first fork promotes), by thieves (a locked RMW) */
+
 /* ---- ghost state, read only by assertions and the LTL property ------------- */
 
 byte injected;              /* jobs the poster pushed (in its program order) */
 byte taken;                 /* injected jobs popped by workers */
 bit  kq;                    /* K is in worker 0's deque (pushed, not yet taken) */
 bit  kdone;                 /* K ran */
+byte kruns;                 /* how many times K ran */
+bit  kpend;                 /* K's frame is on worker 0's fork stack, pending (not promoted) */
+bit  asked;                 /* a thief's steal asked for a promotion (took K or found the deque empty) */
+bit  asked_at_fork;         /* a thief had asked when worker 0 pushed K */
 bit  w0_in_a;               /* worker 0 runs a(); its internal post has finished */
 bit  k_vis_at_post;         /* K was in memory when worker 0's post read the counters */
 bit  w0_on_k;               /* worker 0 waits on K's latch */
@@ -344,36 +362,77 @@ active [NW] proctype worker() {
 
     if
     :: me == 0 ->
-        /* join(a, b), Worker::push(b): Deque::push writes K into the private
-         * part; the public part is empty, so Worker::push publishes it at
-         * once: Deque::publish's release store of split (plain on x86:
-         * buffered). Then Worker::publish -> Sleep::new_internal_jobs:
-         * post_event, no fence; queue_was_empty() is true (K is the only
-         * job in the deque). */
-        d_step { SB_PUT(0, DQ, 1); kq = 1; printf("w0: push K (buffered)\n") };
+        /* The request bit as this fork finds it: still set since the
+         * ForkStack was made, or served by an earlier fork's promotion
+         * (cleared) before any thief of this run asked. */
+        if
+        :: skip
+        :: d_step { asked == 0 -> req = 0 }
+        fi;
+        /* join(a, b) (fork_join): ForkStack::try_push finds the request
+         * set, so push_fork_slow pushes the frame and serves it (clears the
+         * request, promote_forks(1)); otherwise the frame stays pending. */
         d_step {
-            inflight++;
-            k_vis_at_post = (mem[DQ] == 1);
-            SYNC_C(0);
-            POST_EVENT(0, c_sl, c_in)
-        };
-        WAKE_DECISION(c_sl, c_in, 1, n);
-        c_sl = 0; c_in = 0;
-        WAKE_ANY(0, n, k, woke, pf[0]);
-        d_step { inflight--; w0_in_a = 1; printf("w0: runs a()\n") };
-        /* a() runs here, for any length of time. */
-        /* Worker::pop -> Deque::pop: no private job, so pop_public (store
-         * split, seq-cst fence, claim K unless a thief has it) */
-        d_step {
-            w0_in_a = 0;
-            WFENCE(0);
+            asked_at_fork = asked;
             if
-            :: mem[DQ] == 1 -> mem[DQ] = 0; kq = 0; kdone = 1; w0_joined = 1;  /* b runs inline */
-                printf("w0: pops K back, runs it\n")
-            :: else -> L = KL; w0_on_k = 1;            /* stolen: wait_until(K's latch) */
-                printf("w0: K was stolen: waits on K's latch\n")
+            :: req -> req = 0; ok = 1
+            :: else -> kpend = 1; ok = 0; printf("w0: fork: K pending\n")
             fi
         };
+        if
+        :: ok ->
+            /* promote_forks: Deque::push writes K into the private part;
+             * publish_forks: Deque::publish's release store of split (plain
+             * on x86: buffered), then Sleep::new_internal_jobs: post_event,
+             * no fence; queue_was_empty() is true (K is the only job). */
+            d_step { SB_PUT(0, DQ, 1); kq = 1; ok = 0; printf("w0: fork: K promoted (buffered)\n") };
+            d_step {
+                inflight++;
+                k_vis_at_post = (mem[DQ] == 1);
+#ifndef MUTANT_PROMOTE_WITHOUT_POST
+                SYNC_C(0);
+                POST_EVENT(0, c_sl, c_in)
+#endif
+            };
+#ifndef MUTANT_PROMOTE_WITHOUT_POST
+            WAKE_DECISION(c_sl, c_in, 1, n);
+            c_sl = 0; c_in = 0;
+            WAKE_ANY(0, n, k, woke, pf[0]);
+#endif
+            d_step { inflight-- }
+        :: else
+        fi;
+        d_step { w0_in_a = 1; printf("w0: runs a()\n") };
+        /* a() runs here, for any length of time. */
+        if
+        :: kpend ->
+            /* ForkStack::pop_pending: K never left the stack: run it inline */
+            d_step { w0_in_a = 0; kpend = 0; kruns++; kdone = 1; w0_joined = 1; printf("w0: runs K inline\n") }
+#ifdef MUTANT_POP_IGNORES_PROMOTED
+        :: !kpend ->
+            d_step { w0_in_a = 0; kruns++; kdone = 1; w0_joined = 1; printf("w0: runs promoted K inline\n") }
+#else
+        :: !kpend ->
+            /* join_promoted_frame: Worker::pop -> Deque::pop: no private
+             * job, so pop_public (store split, seq-cst fence, claim K
+             * unless a thief has it) */
+            d_step {
+                w0_in_a = 0;
+                WFENCE(0);
+                if
+                :: mem[DQ] == 1 -> mem[DQ] = 0; kq = 0; kruns++; kdone = 1; w0_joined = 1;  /* taken back: runs it */
+                    printf("w0: pops K back, runs it\n")
+#ifdef MUTANT_JOIN_SKIPS_STOLEN
+                :: else -> w0_joined = 1;                 /* returns without waiting for the thief */
+                    printf("w0: K was stolen: returns at once\n")
+#else
+                :: else -> L = KL; w0_on_k = 1;            /* stolen: wait_until(K's latch) */
+                    printf("w0: K was stolen: waits on K's latch\n")
+#endif
+                fi
+            }
+#endif
+        fi;
         d_step { busy[0] = 0; nbusy-- }
     :: else
     fi;
@@ -394,10 +453,21 @@ wait_until:
 #ifdef CREDIT_DEQUE_FENCE
                 WFENCE(me);                              /* Deque::pop's fence */
 #endif
+                /* steal_and_request: a steal that took K or found worker 0's
+                 * deque empty asks for a promotion (a locked RMW) */
                 if
                 :: me != 0 && mem[DQ] == 1 -> FLUSH(me); mem[DQ] = 0; kq = 0; found = FK;
                     printf("w%d: steals K\n", me)
                 :: else -> found = NONE
+                fi;
+                if
+                :: me != 0 ->
+                    asked = 1;
+#ifndef MUTANT_NO_FORK_REQUEST
+                    req = 1;
+#endif
+                    skip
+                :: else
                 fi
             };
             if
@@ -604,6 +674,7 @@ end_blocked:
              * wake exactly that worker when the latch was SLEEPING */
             d_step {
                 kdone = 1;
+                kruns++;
                 inflight++;
                 FLUSH(me);
                 old = latch[KL];
@@ -702,6 +773,14 @@ end_drain:
  * their own mutex on the way to blocking, or whose waker still holds their
  * mutex (it decrements before unlocking): never a worker already running. */
 #define CNT_OK(w) (!counted[w] || is_blocked[w] || mutex[w] != 0)
+
+/* ForkPromoted: a fork serves a thief's request: K is not left pending
+ * when a thief had asked before worker 0 pushed it. */
+#define ForkPromoted !(kpend && asked_at_fork)
+
+/* ForkOnce: K runs at most once, and worker 0's join returns only after
+ * it ran. */
+#define ForkOnce (kruns <= 1 && !(w0_joined && kruns == 0))
 #if NW == 2
 #define SleepingCount (CNT_OK(0) && CNT_OK(1))
 #elif NW == 3
@@ -711,7 +790,7 @@ end_drain:
 #endif
 
 #if defined(CHECK_ALL)
-#define ALL_INV (NoLostWakeup && LatchWakes && HandOff && InternalPostNoticed && SleepingCount)
+#define ALL_INV (NoLostWakeup && LatchWakes && HandOff && InternalPostNoticed && SleepingCount && ForkPromoted && ForkOnce)
 #elif defined(ONLY_NoLostWakeup)
 #define ALL_INV NoLostWakeup
 #elif defined(ONLY_LatchWakes)
@@ -722,6 +801,10 @@ end_drain:
 #define ALL_INV InternalPostNoticed
 #elif defined(ONLY_SleepingCount)
 #define ALL_INV SleepingCount
+#elif defined(ONLY_ForkPromoted)
+#define ALL_INV ForkPromoted
+#elif defined(ONLY_ForkOnce)
+#define ALL_INV ForkOnce
 #else
 #define ALL_INV true
 #endif
@@ -735,7 +818,9 @@ end_monitor:
         assert(LatchWakes);
         assert(HandOff);
         assert(InternalPostNoticed);
-        assert(SleepingCount)
+        assert(SleepingCount);
+        assert(ForkPromoted);
+        assert(ForkOnce)
 #else
         assert(ALL_INV)
 #endif

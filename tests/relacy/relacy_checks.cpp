@@ -2,14 +2,17 @@
 // variants of them that each check must catch.
 //
 // Every check instantiates the real templates from lib/ (Deque,
-// AtomicCounters, CoreLatch, Sleep, Injector, Admission, the worker's idle
-// loop run_until/search_until from idle_loop.hpp, and Latch::set's
-// set_and_wake_worker) with RelacySync, which gives them Relacy's atomics,
-// mutexes, condition variables, fences and heap. The worker around the idle
-// loop is a ModelWorker below (a check's own find_work); the code that is
-// not a template yet (Registry, spawn_task, a task's timed join and its
-// finish) is restated here, step by step. A mutant is the same code with one `if constexpr`
-// switch turned (blz::Mutant in lib/sync.hpp), in lib/ or in a restatement.
+// AtomicCounters, CoreLatch, Sleep, Injector, Admission, ForkStack, the
+// worker's idle loop run_until/search_until from idle_loop.hpp, the fork
+// protocol of fork_join.hpp, publication and injection from publish.hpp,
+// spawn_task's submit_admitted, and Latch::set's set_and_wake_worker) with
+// RelacySync, which gives them Relacy's atomics, mutexes, condition
+// variables, fences and heap. The workers around them are hosts below (a
+// check's own find_work, ForkModelHost); the code that is not a template
+// (Registry::shut_down and destroy's order of steps, a task's timed join
+// and its finish) is restated here, step by step. A mutant is the same
+// code with one `if constexpr` switch turned (blz::Mutant in lib/sync.hpp),
+// in lib/ or in a restatement.
 // Relacy runs each test program many times under its memory model (C++11's,
 // with stale reads of relaxed loads) and fails it on: an RL_ASSERT, a
 // deadlock (every thread blocked: a lost wake-up leaves a worker on its
@@ -330,62 +333,174 @@ struct TwoWorkersTwoJobs : rl::test_suite<TwoWorkersTwoJobs<S>, 3> {
 };
 
 // ---------------------------------------------------------------------------
-// sleep handshake against an internal poster, and the latch: worker 0 runs
-// join(a, b) (Worker::join): it pushes b onto its own deque, publishes it
-// (Worker::push: the public part was empty), posts it without a fence
-// (new_internal_jobs), runs a (nothing), then pops b back, or, when worker
-// 1 stole it, waits for b's latch through the sleep protocol. Worker 1
-// searches (steal), sleeps, runs b when it gets it and sets b's latch
-// (Latch::set: wakes worker 0 if it was asleep on it). Then worker 0 sets
-// worker 1's terminate latch. b runs exactly once and nobody hangs.
+// fork-join through the fork stack (lib/fork_join.hpp, fork_stack.hpp):
+// worker 0 runs the real fork_join over a real ForkStack and Deque, with
+// a ForkModelHost below as its worker: b's frame is pushed pending, a
+// runs, b is popped and run inline, or, once promoted (push_fork_slow on a
+// request: promote_forks, publish_forks with the internal post), joined
+// through join_promoted_frame: taken back from the deque, or waited for
+// through the idle loop while worker 1 runs it. Worker 1 runs the idle
+// loop; its find_work is the real steal_and_request on worker 0's deque
+// (a steal that took or found nothing asks for a promotion), and it runs
+// a stolen frame's job as StackJob::run does: b, the result, then
+// Latch::set (set_and_wake_worker), its last access to the job. Once the
+// join returned, worker 0 ends the frame (the job's memory, on Relacy's
+// heap: any later access by the thief is ACCESS TO FREED MEMORY) and sets
+// worker 1's terminate latch.
+
+// The job a promoted frame becomes (the runtime's FrameJob, a
+// StackJob<CFunction> placed in the frame itself): here on Relacy's heap,
+// where its end is visible. It carries the frame's function by value, as
+// FrameJob's CFunction does.
+template <class S>
+struct ModelFrameJob {
+    blz_fn fn = nullptr;
+    void *arg = nullptr;
+    blz::CoreLatch<S> latch;
+    rl::var<bool> ok;
+};
 
 template <class S>
-struct JoinWithThief : rl::test_suite<JoinWithThief<S>, 2> {
+struct ForkModel {
     blz::Sleep<S> sleep;
-    blz::Deque<Node<S> *, S> deque0{2};
-    blz::CoreLatch<S> b_latch, terminate1;
-    Node<S> b;
-    typename S::template atomic<int> b_runs;
+    blz::Deque<ModelFrameJob<S> *, S> deque0{2};
+    blz::ForkStack<S> forks0;
+    blz::CoreLatch<S> terminate1;
+    ModelFrameJob<S> *frame_storage = nullptr;  // the frame's memory: new before the fork, delete after the join
+    typename S::template atomic<int> b_runs, b_started;
 
-    void before() {
+    void init(bool with_initial_request) {
         RL_ASSERT(sleep.init(2));
         RL_ASSERT(deque0.init());
+        RL_ASSERT(forks0.init(nullptr));
+        if (!with_initial_request) forks0.clear_request();
     }
+
+    // b, wherever it runs.
+    static void run_b(void *self) {
+        auto &model = *static_cast<ForkModel *>(self);
+        model.b_runs.fetch_add(1, std::memory_order::relaxed);
+        model.b_started.store(1, std::memory_order::release);
+    }
+};
+
+// Worker 0 as fork_join.hpp's host (the runtime's is Worker::ForkHost).
+template <class S>
+struct ForkModelHost {
+    ForkModel<S> &m;
+    using Job = ModelFrameJob<S>;
+
+    blz::ForkStack<S> &forks() { return m.forks0; }
+    bool push_fork(blz_fork_frame *frame) { return blz::push_fork_slow(*this, frame); }
+    bool join_promoted(blz_fork_frame *frame) { return blz::join_promoted_frame(*this, frame); }
+    bool push_frame_job(blz_fork_frame *frame) {
+        Job *job = frame_job(frame);
+        job->fn = frame->fn;
+        job->arg = frame->arg;
+        return m.deque0.push(job);
+    }
+    void publish_promoted(uint32_t n) { blz::publish_forks(m.deque0, m.sleep, n, UINT32_MAX); }
+    Job *frame_job(blz_fork_frame *) { return m.frame_storage; }
+    Job *pop() { return m.deque0.pop(); }
+    void run_own(Job *) { RL_ASSERT(false); }  // nothing but the frame's job is ever on the deque
+    bool run_taken_back(blz_fork_frame *frame) {
+        frame->fn(frame->arg);
+        return true;
+    }
+    bool wait_for_thief(Job *job) {
+        NoInjectedJobs none;
+        auto nothing_to_find = [] { return false; };
+        wait_until(m.sleep, 0, job->latch, nothing_to_find, none);
+        return job->ok($);
+    }
+    void end_frame_job(Job *) {}
+    bool public_part_empty() const { return m.deque0.public_part_empty(); }
+};
+
+// Worker 1's find_work: steal from worker 0 (asking for a promotion), run
+// the job as StackJob::run does.
+template <class S>
+bool steal_frame_job(ForkModel<S> &m) {
+    auto stolen = blz::steal_and_request(m.deque0, m.forks0);
+    if (stolen.status != blz::Deque<ModelFrameJob<S> *, S>::Steal::kSuccess) return false;
+    ModelFrameJob<S> *job = stolen.value;
+    job->fn(job->arg);
+    job->ok($) = true;
+    set_latch(job->latch, m.sleep, 0);  // last access to the job
+    return true;
+}
+
+// Worker 0: fork_join(a, b) on a frame that ends after the join returns.
+template <class S, class A>
+void fork_and_end_frame(ForkModel<S> &m, A a) {
+    m.frame_storage = new ModelFrameJob<S>;
+    blz_fork_frame frame;
+    frame.fn = &ForkModel<S>::run_b;
+    frame.arg = &m;
+    ForkModelHost<S> host{m};
+    auto b = [&m] {
+        ForkModel<S>::run_b(&m);
+        return true;
+    };
+    RL_ASSERT(blz::fork_join(host, frame, a, b, [] { return true; }));
+    // b ended before the join returned, and ran once.
+    RL_ASSERT(m.b_runs.load(std::memory_order::relaxed) == 1);
+    RL_ASSERT(m.forks0.record().depth == 0);
+    delete m.frame_storage;  // the frame's end
+}
+
+// fork: worker 1 searches while worker 0 forks (a does nothing) with the
+// initial request set, so b is promoted at the push and published: worker
+// 1 steals it or worker 0 takes it back, racing for it. b runs once, the
+// join returns only after it ended, and nothing touches the frame after.
+template <class S>
+struct ForkThiefVsJoin : rl::test_suite<ForkThiefVsJoin<S>, 2> {
+    ForkModel<S> m;
+
+    void before() { m.init(true); }
 
     void thread(unsigned index) {
-        NoInjectedJobs none;
         if (index == 0) {
-            RL_ASSERT(deque0.push(&b));
-            int64_t n = deque0.publish(1);
-            sleep.new_internal_jobs(static_cast<uint32_t>(n), [this, n] { return deque0.size_hint() <= n; });
-            if (deque0.pop() == &b) {
-                b_runs.fetch_add(1, std::memory_order::relaxed);
-            } else {
-                auto nothing_to_find = [] { return false; };
-                wait_until(sleep, 0, b_latch, nothing_to_find, none);
-            }
-            set_latch(terminate1, sleep, 1);
+            fork_and_end_frame(m, [] { return true; });
+            set_latch(m.terminate1, m.sleep, 1);
             return;
         }
-        auto steal_b = [this] {
-            auto stolen = deque0.steal();
-            if (stolen.status != blz::Deque<Node<S> *, S>::Steal::kSuccess) return false;
-            RL_ASSERT(stolen.value == &b);
-            b_runs.fetch_add(1, std::memory_order::relaxed);
-            set_latch(b_latch, sleep, 0);
-            return true;
-        };
-        wait_until(sleep, 1, terminate1, steal_b, none);
+        wait_until(m.sleep, 1, m.terminate1, [this] { return steal_frame_job(m); }, NoInjectedJobs{});
     }
+};
 
-    void after() { RL_ASSERT(b_runs.load(std::memory_order::relaxed) == 1); }
+// fork: a sleeper gets a fork's second half. Worker 1 searches worker 0's
+// empty deque (its steal asks for a promotion) and falls asleep; only then
+// does worker 0 fork, with no initial request, and its a waits until b has
+// started, as two long leaves that must run side by side would. b starts
+// only if worker 0's push serves the thief's request (promotes b) and the
+// promotion's post wakes worker 1; otherwise a spins for ever (Relacy:
+// livelock).
+template <class S>
+struct ForkSleeperGetsHalf : rl::test_suite<ForkSleeperGetsHalf<S>, 2> {
+    ForkModel<S> m;
+
+    void before() { m.init(false); }
+
+    void thread(unsigned index) {
+        if (index == 0) {
+            spin_until([this] { return m.sleep.atomic_counters().load().sleeping() == 1; });
+            fork_and_end_frame(m, [this] {
+                spin_until([this] { return m.b_started.load(std::memory_order::acquire) == 1; });
+                return true;
+            });
+            set_latch(m.terminate1, m.sleep, 1);
+            return;
+        }
+        wait_until(m.sleep, 1, m.terminate1, [this] { return steal_frame_job(m); }, NoInjectedJobs{});
+    }
 };
 
 // ---------------------------------------------------------------------------
 // a task spawned on a worker whose job then blocks (issue 13): worker 0
-// spawns one task from inside a job (Worker::push_public, restated with
-// the real Deque: push, set the `public_tasks_` flag, publish, post with
-// new_shared_jobs and its fence), and the job then blocks outside the
+// spawns one task from inside a job (Worker::push_public: the real
+// push_public_task of publish.hpp: push, set the `public_tasks_` flag,
+// publish, post with new_shared_jobs and its fence), and the job then blocks outside the
 // runtime, so worker 0 never comes back to its deque (here its thread
 // returns). Worker 1 searches (steals from worker 0), sleeps, and checks
 // before sleeping, and when it hands work off, for shared jobs as
@@ -414,25 +529,16 @@ struct SpawnOnBlockingWorker : rl::test_suite<SpawnOnBlockingWorker<S>, 2> {
         sleep.atomic_counters().post_event();  // the JEC starts odd
     }
 
-    // Worker::push_public on worker 0.
-    void push_public(Node<S> *job) {
-        RL_ASSERT(deque0.push(job));
-        if (!public_tasks0.load(std::memory_order::relaxed)) public_tasks0.store(true, std::memory_order::relaxed);
-        int64_t n = deque0.publish();
-        sleep.new_shared_jobs(static_cast<uint32_t>(n), [this, n] { return deque0.size_hint() <= n; });
-    }
+    // Worker::push_public on worker 0 (publish.hpp).
+    void push_public(Node<S> *job) { RL_ASSERT(blz::push_public_task(deque0, sleep, public_tasks0, job)); }
 
-    // Worker::offers_tasks for worker 0: relaxed, after the caller's fence.
-    bool worker0_offers_tasks() const {
-        return public_tasks0.load(std::memory_order::relaxed) && deque0.size_hint() > 0;
-    }
-
-    // Registry::has_shared_jobs. Worker 1's own deque stays empty and is
-    // not modelled. The mutant is the code before the fix: the injector only.
+    // Registry::has_shared_jobs (the real shared_jobs_wait and
+    // offers_public_tasks of publish.hpp). Worker 1's own deque stays
+    // empty and is not modelled. The mutant is the code before the fix:
+    // the injector only.
     bool has_shared_jobs() const {
-        if (injector.has_jobs()) return true;
-        if constexpr (S::kMutant == Mutant::kChecksOnlyInjector) return false;
-        return worker0_offers_tasks();
+        return blz::shared_jobs_wait<S>([this] { return injector.has_jobs(); }, 1,
+                                        [this](uint32_t) { return blz::offers_public_tasks(public_tasks0, deque0); });
     }
 
     void thread(unsigned index) {
@@ -846,9 +952,10 @@ private:
 
 // lifetime: a spawn from outside the pool against its destroy. Three
 // threads:
-//  * the spawner restates spawn_task for a detached task from a thread
-//    that is not one of the pool's workers: enter with two units (the
-//    task's and the call's), Registry::inject (Injector::push, then
+//  * the spawner runs spawn_task's admission (submit_admitted,
+//    admission.hpp) for a detached task from a thread that is not one of
+//    the pool's workers: enter with two units (the task's and the call's),
+//    Registry::inject (inject_shared, publish.hpp: Injector::push, then
 //    Sleep::new_shared_jobs), then give back the call's unit as its last
 //    access to the pool (Registry::leave). Refused (BLZ_ESHUTDOWN), it
 //    does nothing;
@@ -891,8 +998,6 @@ struct SpawnPool : OnRelacyHeap {
 
 template <class S>
 struct OutsideSpawnVsDestroy : rl::test_suite<OutsideSpawnVsDestroy<S>, 3> {
-    static constexpr bool kCallHasUnit = S::kMutant != Mutant::kSpawnCountsOnlyTask;
-
     SpawnPool<S> *pool = nullptr;  // freed by the destroyer
     // Outside the pool: destroy's latch is on its stack (Registry::shut_down),
     // the rest is the test's.
@@ -923,16 +1028,33 @@ struct OutsideSpawnVsDestroy : rl::test_suite<OutsideSpawnVsDestroy<S>, 3> {
         if (p.admission.leave()) drained.set();
     }
 
-    // spawn_task from outside the pool (detached, no group).
+    // The pool as submit_admitted sees it (Registry::enter and leave).
+    struct Admitting {
+        OutsideSpawnVsDestroy &test;
+        SpawnPool<S> &p;
+        blz_status enter(uint64_t units, bool own_worker) {
+            blz_status status = p.admission.enter(own_worker, units);
+            test.admission_over.store(true, std::memory_order::release);
+            return status;
+        }
+        void leave(uint64_t units) {
+            if (p.admission.leave(units)) test.drained.set();  // Registry::leave [A1]
+        }
+    };
+
+    // spawn_task from outside the pool (detached, no group): the real
+    // submit_admitted (admission.hpp) around Registry::inject's real
+    // inject_shared (publish.hpp).
     void spawn(SpawnPool<S> &p) {
-        blz_status status = p.admission.enter(false, kCallHasUnit ? 2 : 1);
-        admission_over.store(true, std::memory_order::release);
-        if (status != BLZ_OK) return;  // destroy has begun
-        admitted = true;
-        bool was_empty = p.injector.push(&p.task);  // from here on the task may run and leave
-        p.fields.read();                            // the post's first access (above)
-        p.sleep.new_shared_jobs(1, [was_empty] { return was_empty; });
-        if (kCallHasUnit) leave(p);  // the call's unit: its last access to the pool
+        Admitting pool{*this, p};
+        blz_status status = blz::submit_admitted<S>(pool, false, [this, &p] {
+            admitted = true;
+            // From here on the task may run and leave; the post's first
+            // access (above) is a read of the pool's plain fields.
+            blz::inject_shared(p.injector, p.sleep, &p.task, [&p] { p.fields.read(); });
+            return BLZ_OK;
+        });
+        (void)status;  // refused (BLZ_ESHUTDOWN): nothing was queued
     }
 
     void work(SpawnPool<S> &p) {
@@ -1102,6 +1224,10 @@ const char *mutant_name(Mutant m) {
         case Mutant::kNoPinOnLatchSet: return "latch set without pinning the pool";
         case Mutant::kChecksOnlyInjector: return "final check sees only the injector";
         case Mutant::kTimeoutWithoutMutex: return "timeout without the mutex";
+        case Mutant::kNoForkRequest: return "a thief's request is lost";
+        case Mutant::kPromoteWithoutPost: return "promotion without its post";
+        case Mutant::kPopIgnoresPromoted: return "join pops a promoted frame inline";
+        case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen frame";
     }
     return "?";
 }
@@ -1129,8 +1255,14 @@ const std::vector<Row> &rows() {
         ROW("2 workers vs poster of 2 jobs", TwoWorkersTwoJobs, Mutant::kNone, Search::kRandom),
         ROW("2 workers vs poster of 2 jobs", TwoWorkersTwoJobs, Mutant::kNoInjectFence, Search::kRandom),
         ROW("2 workers vs poster of 2 jobs", TwoWorkersTwoJobs, Mutant::kNoSleepFence, Search::kRandom),
-        ROW("join: internal post, thief, latch", JoinWithThief, Mutant::kNone, Search::kRandom),
-        ROW("join: internal post, thief, latch", JoinWithThief, Mutant::kLatchIgnoresSleepy, Search::kRandom),
+        ROW("fork: thief vs the owner's join", ForkThiefVsJoin, Mutant::kNone, Search::kRandom),
+        ROW("fork: thief vs the owner's join", ForkThiefVsJoin, Mutant::kPopIgnoresPromoted, Search::kRandom),
+        ROW("fork: thief vs the owner's join", ForkThiefVsJoin, Mutant::kJoinSkipsStolenFrame, Search::kRandom),
+        ROW("fork: thief vs the owner's join", ForkThiefVsJoin, Mutant::kLatchIgnoresSleepy, Search::kRandom),
+        ROW("fork: a sleeper gets the second half", ForkSleeperGetsHalf, Mutant::kNone, Search::kRandom),
+        ROW("fork: a sleeper gets the second half", ForkSleeperGetsHalf, Mutant::kNoForkRequest, Search::kRandom),
+        ROW("fork: a sleeper gets the second half", ForkSleeperGetsHalf, Mutant::kPromoteWithoutPost, Search::kRandom),
+        ROW("fork: a sleeper gets the second half", ForkSleeperGetsHalf, Mutant::kPopIgnoresPromoted, Search::kRandom),
         ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kNone, Search::kRandom),
         ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kNoInjectFence, Search::kRandom),
         ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kNoSleepFence, Search::kRandom),

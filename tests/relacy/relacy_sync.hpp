@@ -15,8 +15,11 @@
 #include "core_latch.hpp"
 #include "counters.hpp"
 #include "deque.hpp"
+#include "fork_join.hpp"
+#include "fork_stack.hpp"
 #include "idle_loop.hpp"
 #include "injector.hpp"
+#include "publish.hpp"
 #include "sleep.hpp"
 
 #include <relacy/relacy.hpp>
@@ -64,6 +67,7 @@ struct RelacySync {
         T fetch_add(T value, std::memory_order order) { return a_($).fetch_add(value, to_rl(order)); }
         T fetch_sub(T value, std::memory_order order) { return a_($).fetch_sub(value, to_rl(order)); }
         T fetch_or(T value, std::memory_order order) { return a_($).fetch_or(value, to_rl(order)); }
+        T fetch_and(T value, std::memory_order order) { return a_($).fetch_and(value, to_rl(order)); }
 
         // The futex on this word (RelacySync::wait_until and wake_one). futex(2)
         // checks the value and blocks atomically, and a wake reaches a
@@ -125,3 +129,15 @@ struct RelacySync {
 };
 
 }  // namespace blz_relacy
+
+// The fork stack's `requests` word in the model: Relacy's atomics cannot
+// alias the record's plain field, so the word is an atomic of its own
+// (fork_stack.hpp); the record's field stays unused.
+template <blz::Mutant M>
+struct blz::ForkRequestsWord<blz_relacy::RelacySync<M>> {
+    typename blz_relacy::RelacySync<M>::template atomic<uint32_t> word;
+
+    uint32_t load(uint32_t &, std::memory_order order) const { return word.load(order); }
+    void fetch_or(uint32_t &, uint32_t bits, std::memory_order order) { word.fetch_or(bits, order); }
+    void fetch_and(uint32_t &, uint32_t bits, std::memory_order order) { word.fetch_and(bits, order); }
+};
