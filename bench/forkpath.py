@@ -10,7 +10,12 @@ recursion (seq_bench), in one run.
 Rows: a tree-size sweep on 1 worker (2^10 to 2^24 nodes, each run summing
 about 2^24 nodes), fib(30) on 1 and 2 workers, 1023-node trees summed 1000
 times inside a 2-worker pool, the 2^24-node tree and fib(32) on 2 workers
-against 1. The harness programs run interleaved, one measured run per
+against 1; and, through bench/forkpath_bench.c (libblitz against the same
+work without the pool, in one process): the parallel_for grain sweep (a
+~1 ns body over 10^7 indices, grain 0 = automatic, 1 to 4096, on 1 and 2
+workers, against a plain loop calling the body on the same pieces) and two
+20 ms leaves forked once on 2 workers against running them one after the
+other. The harness programs run interleaved, one measured run per
 invocation (bench/run.py's rules: medians, a 1- or 2-worker run that got
 less than 0.9 or 1.9 CPUs is flagged and left out); fib through Rust comes
 from bench/rust-join in the same run. Writes bench/results/forkpath.json
@@ -46,6 +51,43 @@ def plan(quick, smoke):
     cases += [("fib", {"n": 30}, [1, 2]), ("fib", {"n": 32}, [1, 2]),
               ("tree", {"depth": 10, "reps": 1000}, [2]), ("tree", {"depth": 24, "reps": 1}, [2])]
     return cases
+
+
+GRAINS = [0, 1, 4, 16, 64, 256, 4096]
+
+
+def plan_extras(smoke):
+    """forkpath_bench's cases: (workload, params, threads)."""
+    if smoke:
+        return [("grain", {"n": 1000, "grain": g}, t) for g in (0, 1) for t in (1, 2)] + \
+               [("leaves", {"ms": 2}, 2)]
+    return [("grain", {"n": 10**7, "grain": g}, t) for g in GRAINS for t in (1, 2)] + [("leaves", {"ms": 20}, 2)]
+
+
+def run_extras(program, cases, runs):
+    """{case key: {threads: [run, ...]}}, the cases interleaved run by run."""
+    raw = {}
+    for round_ in range(runs):
+        for workload, params, threads in cases:
+            r = harness.invoke(program, workload, params, threads)
+            raw.setdefault(key(workload, params), {}).setdefault(str(threads), []).append(r)
+    harness.log("forkpath: grain sweep and leaves done")
+    return raw
+
+
+def summarize_extra(threads, runs):
+    """Medians of the runs that got their CPUs (0.9 per worker, 1.9 for two)."""
+    floor = 0.9 if threads == 1 else 1.9
+    errors = [r["error"] for r in runs if "error" in r] + \
+             ["wrong result" for r in runs if "error" not in r and not r.get("checksum_ok")]
+    good = [r for r in runs if "error" not in r and r.get("checksum_ok") and r["cpu_per_wall"] >= floor]
+    row = {"runs": len(runs), "qualified": len(good), "problems": errors[:3],
+           "cpu_per_wall": harness.median([r["cpu_per_wall"] for r in runs if "cpu_per_wall" in r]),
+           "pool_over_plain": harness.median([r["pool_over_plain"] for r in good])}
+    for field in ("plain_ns_per_index", "pool_ns_per_index", "plain_ms", "pool_ms"):
+        if good and field in good[0]:
+            row[field] = harness.median([r[field] for r in good])
+    return row
 
 
 def key(workload, params):
@@ -148,6 +190,34 @@ def report(data):
     elif rust:
         lines.append("")
         lines.append(f"fib from Rust: {rust.get('skipped')}")
+    extras = data.get("extras", {})
+    if extras:
+        lines.append("")
+        lines.append("## parallel_for grain sweep (bench/forkpath_bench.c): ns per index")
+        lines.append("")
+        lines.append("A ~1 ns body (y[i] = 3 sqrt(x[i])) over 10^7 indices; the plain loop calls the same body on the "
+                     "same pieces through a function pointer (grain 0: one call). Medians of the runs that got their "
+                     "CPUs (runs kept / runs); CPU/wall is the median of all runs.")
+        lines.append("")
+        lines.append("| grain | plain, 1 thread | pool, 1 worker | pool / plain | pool, 2 workers | 2 workers / 1 | "
+                     "CPU/wall (2) | kept |")
+        lines.append("|---|---|---|---|---|---|---|---|")
+        for g in GRAINS:
+            v = extras.get(f"grain:n={10**7},grain={g}", {})
+            one, two = v.get("1", {}), v.get("2", {})
+            lines.append(f"| {g if g else 'automatic (0)'} | {fmt(one.get('plain_ns_per_index'))} | "
+                         f"{fmt(one.get('pool_ns_per_index'))} | {fmt(one.get('pool_over_plain'))} | "
+                         f"{fmt(two.get('pool_ns_per_index'))} | "
+                         f"{fmt(ratio(one.get('pool_ns_per_index'), two.get('pool_ns_per_index')))}x | "
+                         f"{fmt(two.get('cpu_per_wall'))} | {one.get('qualified', 0)}/{one.get('runs', 0)}, "
+                         f"{two.get('qualified', 0)}/{two.get('runs', 0)} |")
+        leaves = extras.get("leaves:ms=20", {}).get("2", {})
+        if leaves:
+            lines.append("")
+            lines.append(f"Two 20 ms leaves forked once on 2 workers: {fmt(leaves.get('pool_ms'))} ms against "
+                         f"{fmt(leaves.get('plain_ms'))} ms one after the other, "
+                         f"{fmt(leaves.get('pool_over_plain'))}x (CPU/wall {fmt(leaves.get('cpu_per_wall'))}, "
+                         f"{leaves.get('qualified', 0)} of {leaves.get('runs', 0)} runs kept).")
     lines.append("")
     lines.append("## Goals")
     lines.append("")
@@ -158,7 +228,7 @@ def report(data):
     return "\n".join(lines) + "\n"
 
 
-def goals(s, rust):
+def goals(s, rust, extras):
     def med(k, threads, impl):
         return s.get(k, {}).get(str(threads), s.get(k, {}).get(threads, {})).get(impl, {}).get("median")
 
@@ -196,6 +266,21 @@ def goals(s, rust):
             score = None if speedup is None or c is None or c < 1.9 else 1.85 / speedup
             out.append((f"{label} on 2 workers through {impl}: >= 1.85x 1 worker, CPU/wall >= 1.9", score, 1.0,
                         f"{fmt(speedup)}x at CPU/wall {fmt(c)}"))
+    for g, label in ((0, "automatic grain"), (1, "grain 1")):
+        v = extras.get(f"grain:n={10**7},grain={g}", {})
+        one, two = v.get("1", {}), v.get("2", {})
+        r = one.get("pool_over_plain")
+        out.append((f"parallel_for, {label}, ~1 ns body, 1 worker: <= 1.3x a plain loop", r, 1.3, f"{fmt(r)}x"))
+        speedup = ratio(one.get("pool_ns_per_index"), two.get("pool_ns_per_index"))
+        c = two.get("cpu_per_wall")
+        # Scaling, as for the tree: at least 1.7x the 1-worker speed at a CPU/wall of at least 1.9.
+        score = None if speedup is None or c is None or c < 1.9 else 1.7 / speedup
+        out.append((f"parallel_for, {label}, 2 workers: >= 1.7x 1 worker, CPU/wall >= 1.9", score, 1.0,
+                    f"{fmt(speedup)}x at CPU/wall {fmt(c)}"))
+    leaves = extras.get("leaves:ms=20", {}).get("2", {})
+    r = leaves.get("pool_over_plain")
+    out.append(("two 20 ms leaves forked once on 2 workers: wall <= 0.6x one after the other (CPU/wall >= 1.9)",
+                r, 0.6, f"{fmt(r)}x at CPU/wall {fmt(leaves.get('cpu_per_wall'))}"))
     return out
 
 
@@ -238,6 +323,17 @@ def main():
         harness.log(f"forkpath: no {impl}: {note}")
     cases = plan(args.quick, args.smoke)
     raw = run_all(cases, programs, 1 if args.smoke else args.runs)
+    extra_program = os.path.join(args.build_dir, "bench", "forkpath_bench")
+    extra_cases = plan_extras(args.smoke)
+    extra_raw = run_extras(extra_program, extra_cases, 1 if args.smoke else args.runs)
+    extras = {k: {t: summarize_extra(int(t), runs) for t, runs in v.items()} for k, v in extra_raw.items()}
+    for k, v in extras.items():
+        for t, row in v.items():
+            if row["problems"]:
+                print(f"  FAIL forkpath_bench {k} threads={t}: {row['problems']}")
+            elif args.smoke:
+                print(f"  ok   forkpath_bench {k} threads={t}")
+    bad_extras = sum(1 for v in extras.values() for row in v.values() if row["problems"])
     summary, bad = {}, 0
     for workload, params, threads_list in cases:
         k = key(workload, params)
@@ -253,17 +349,18 @@ def main():
                 elif args.smoke:
                     print(f"  ok   {impl} {k} threads={threads}")
     if args.smoke:
-        print(f"bench_forkpath_smoke: {sum(len(v) for t in summary.values() for v in t.values()) - bad} passed, "
-              f"{bad} failed")
-        return 1 if bad else 0
+        total = sum(len(v) for t in summary.values() for v in t.values()) + sum(len(v) for v in extras.values())
+        print(f"bench_forkpath_smoke: {total - bad - bad_extras} passed, {bad + bad_extras} failed")
+        return 1 if bad or bad_extras else 0
     # JSON keys are strings: goals() looks rows up by either.
     rust = rust_fib(args.build_dir, args.runs)
     data = {
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": harness.machine(args.build_dir), "build_dir": os.path.relpath(args.build_dir, harness.ROOT),
         "runs": args.runs, "summary": summary, "rust": rust, "raw": raw, "notes": notes,
+        "extras": extras, "extras_raw": extra_raw,
     }
-    data["goals"] = goals({k: {int(t): row for t, row in v.items()} for k, v in summary.items()}, rust)
+    data["goals"] = goals({k: {int(t): row for t, row in v.items()} for k, v in summary.items()}, rust, extras)
     os.makedirs(RESULTS, exist_ok=True)
     with open(os.path.join(RESULTS, "forkpath.json"), "w") as f:
         json.dump(data, f, indent=1, default=str)

@@ -636,9 +636,16 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
 
 /**
  * Calls body(arg, lo, hi) on disjoint sub-ranges that cover [begin, end)
- * exactly once, splitting by fork-join down to grain indices per call
- * (0: automatic, about eight pieces per worker). Returns when every piece
- * has run. From outside the pool it first moves into the pool.
+ * exactly once, at most grain indices per call (0: automatic, about eight
+ * pieces per worker). Returns when every piece has run. From outside the
+ * pool it first moves into the pool.
+ *
+ * (0.3) The range is split lazily: a worker runs its pieces one after the
+ * other and splits what is left in two (a fork-join) only when another
+ * worker has asked it for work, so a small grain costs about a function
+ * call per piece when nobody steals, and the loop still spreads over idle
+ * workers. Pieces on one worker run in index order between splits; no
+ * order across workers is promised.
  *
  * Called from inside a task of a group (0.2), the loop obeys the group's
  * cancellation: once the group is cancelled, no further piece starts (each

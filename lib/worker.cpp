@@ -300,17 +300,14 @@ bool Latch::wait_until(uint64_t deadline) {
 
 void Latch::wait() { wait_until(kNoDeadline); }
 
-RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
-                                    blz_range_fn body, void *arg, const std::atomic<bool> *cancel) {
-    if (end - begin <= grain) {
-        // relaxed: a cancel is a request (group.hpp); one load per piece.
-        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) return RangeOutcome::kCancelled;
-        return run_job([&] { body(arg, begin, end); }) ? RangeOutcome::kOk : RangeOutcome::kFailed;
-    }
-    size_t mid = begin + (end - begin) / 2;
-    // Each half asks for the current worker: a thief runs it on its own
-    // thread. The join's halves report success as a bool: a half is "ok"
-    // unless it failed, and a cancelled half is remembered aside.
+namespace {
+
+// A half of a split range, run by whichever worker runs the half.
+RangeOutcome split_range(Registry &registry, size_t begin, size_t end, size_t grain, blz_range_fn body, void *arg,
+                         const std::atomic<bool> *cancel) {
+    const size_t mid = begin + (end - begin) / 2;
+    // The join's halves report success as a bool: a half is "ok" unless it
+    // failed, and a cancelled half is remembered aside.
     std::atomic<bool> skipped{false};
     auto half = [&](size_t lo, size_t hi) {
         RangeOutcome outcome = parallel_for_on_worker(registry, lo, hi, grain, body, arg, cancel);
@@ -322,6 +319,39 @@ RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end
         return RangeOutcome::kFailed;
     }
     return skipped.load(std::memory_order_relaxed) ? RangeOutcome::kCancelled : RangeOutcome::kOk;
+}
+
+}  // namespace
+
+// Lazy splitting: the range runs here piece after piece (`grain` indices
+// each), and what is left is split in two by a fork only when a thief has
+// asked this worker for work (fork_stack.hpp [F5]: a steal from our deque,
+// or one that found it empty) or tracing wants every fork: the fork then
+// promotes at once (push_fork_slow), so the thief gets half of the rest. A
+// loop nobody steals from costs one relaxed load per piece over a plain
+// loop, whatever the grain; every steal splits off half of what is left,
+// and each half splits the same way on its worker.
+RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
+                                    blz_range_fn body, void *arg, const std::atomic<bool> *cancel) {
+    ForkStack<> &forks = Worker::current()->forks();
+    bool failed = false;
+    while (begin < end) {
+        const size_t left = end - begin;
+        if (left > grain && forks.requests() != 0) [[unlikely]] {
+            const RangeOutcome rest = split_range(registry, begin, end, grain, body, arg, cancel);
+            return failed ? RangeOutcome::kFailed : rest;
+        }
+        // relaxed: a cancel is a request (group.hpp); one load per piece.
+        // Every piece after it is skipped too, as a split would skip them.
+        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+            return failed ? RangeOutcome::kFailed : RangeOutcome::kCancelled;
+        }
+        const size_t hi = begin + std::min(grain, left);
+        // A failed piece is counted; the others still run (blitz.h).
+        if (!run_job([&] { body(arg, begin, hi); })) failed = true;
+        begin = hi;
+    }
+    return failed ? RangeOutcome::kFailed : RangeOutcome::kOk;
 }
 
 }  // namespace blz

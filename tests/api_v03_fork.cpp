@@ -109,6 +109,52 @@ TEST_CASE("two long halves through blitz.hpp's inline join run in parallel", "[v
     }
 }
 
+// A loop whose first piece runs until a piece of the second half has
+// started (bounded): it ends with `met` only if the loop was split for the
+// idle worker before its first piece, as lazy splitting must when a thief
+// has asked (lib/worker.cpp, parallel_for_on_worker). Every index runs once.
+struct SplitLoop {
+    static constexpr size_t kCount = 64;
+    std::atomic<bool> second_half_started{false}, met{false};
+    std::atomic<unsigned> runs[kCount] = {};
+
+    static void body(void *arg, size_t lo, size_t hi) {
+        auto &loop = *static_cast<SplitLoop *>(arg);
+        for (size_t i = lo; i < hi; ++i) loop.runs[i].fetch_add(1);
+        if (lo >= kCount / 2) loop.second_half_started.store(true);
+        if (lo == 0) loop.met.store(eventually([&] { return loop.second_half_started.load(); }, seconds(20)));
+    }
+    bool each_ran_once() const {
+        for (const auto &r : runs) {
+            if (r.load() != 1) return false;
+        }
+        return true;
+    }
+};
+
+TEST_CASE("a parallel_for with grain 1 hands half of it to an idle worker before its first piece",
+          "[v03][fork][parallel_for]") {
+    Watchdog watchdog("lazy split", seconds(120));
+    Pool pool(2);
+    // From outside and from inside the pool, fresh and after other forks
+    // (the request bit served and asked again in between).
+    for (int round = 0; round < 4; ++round) {
+        INFO("round " << round);
+        if (round == 2) CHECK(blz_test::fib(pool, 18) != blz_test::kFibFailed);
+        SplitLoop loop;
+        blz_status status = 99;
+        if (round % 2 == 0) {
+            status = blz_parallel_for(pool, 0, SplitLoop::kCount, 1, SplitLoop::body, &loop);
+        } else {
+            auto run = [&] { status = blz_parallel_for(pool, 0, SplitLoop::kCount, 1, SplitLoop::body, &loop); };
+            REQUIRE(blz_call(pool, thunk_of(run), &run) == BLZ_OK);
+        }
+        CHECK(status == BLZ_OK);
+        CHECK(loop.met.load());
+        CHECK(loop.each_ran_once());
+    }
+}
+
 TEST_CASE("forks deeper than the fork stack's first capacity", "[v03][fork]") {
     Watchdog watchdog("deep forks", seconds(120));
     for (uint32_t workers : {1u, 2u}) {
