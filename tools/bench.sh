@@ -28,8 +28,10 @@
 # NAME forkpath is the fork path's benchmark (issue 31, bench/forkpath.py:
 # the tree-size sweep, fib and the small trees through libblitz's C ABI,
 # C++ header and Rust crate next to Rayon, oneTBB, OpenMP and plain
-# recursion), which writes bench/results/forkpath.{json,md,png}; about
-# 15 min with --runs 5. It runs only when named.
+# recursion; the parallel_for grain sweep and two 20 ms leaves against the
+# same work without the pool), which writes
+# bench/results/forkpath.{json,md,png}; about 20 min with --runs 5. It
+# runs only when named.
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
