@@ -38,9 +38,9 @@
 namespace blz {
 
 // Owner: turns up to `max` of the oldest pending frames into jobs on the
-// deque, in stack order [F2], and publishes them. Returns how many.
+// deque, in stack order [F2], and publishes them.
 template <class Host>
-uint32_t promote_forks(Host &host, uint32_t max) {
+void promote_forks(Host &host, uint32_t max) {
     auto &forks = host.forks();
     uint32_t n = 0;
     for (; n < max && forks.has_pending(); ++n) {
@@ -48,7 +48,6 @@ uint32_t promote_forks(Host &host, uint32_t max) {
         forks.mark_oldest_promoted();
     }
     if (n != 0) host.publish_promoted(n);
-    return n;
 }
 
 // Owner: step 1 when the inline push could not: pushes `frame` with room

@@ -39,14 +39,12 @@ struct PublicPartHeldOnly {
 
 // Owner: publishes up to `max` of its private jobs (promoted forks) and
 // posts them without a fence. `awake_limit`: see Sleep::new_internal_jobs.
-// Returns how many were published.
 template <class Deque, class Sync>
-int64_t publish_forks(Deque &deque, Sleep<Sync> &sleep, int64_t max, uint32_t awake_limit) {
+void publish_forks(Deque &deque, Sleep<Sync> &sleep, int64_t max, uint32_t awake_limit) {
     const int64_t n = deque.publish(max);
-    if (n == 0) return 0;
-    if constexpr (Sync::kMutant == Mutant::kPromoteWithoutPost) return n;
+    if (n == 0) return;
+    if constexpr (Sync::kMutant == Mutant::kPromoteWithoutPost) return;
     sleep.new_internal_jobs(as_posted_jobs(n), PublicPartHeldOnly<Deque>{deque, n}, awake_limit);
-    return n;
 }
 
 // Owner: pushes a spawned task, public at once, and posts it with the

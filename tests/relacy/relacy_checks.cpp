@@ -430,9 +430,16 @@ bool steal_frame_job(ForkModel<S> &m) {
     return true;
 }
 
-// Worker 0: fork_join(a, b) on a frame that ends after the join returns.
+// Worker 1: the idle loop, stealing from worker 0, until worker 0 ends it.
+template <class S>
+void thief(ForkModel<S> &m) {
+    wait_until(m.sleep, 1, m.terminate1, [&m] { return steal_frame_job(m); }, NoInjectedJobs{});
+}
+
+// Worker 0: fork_join(a, b) on a frame that ends after the join returns;
+// then it sets worker 1's terminate latch, as destroy would.
 template <class S, class A>
-void fork_and_end_frame(ForkModel<S> &m, A a) {
+void fork_then_end(ForkModel<S> &m, A a) {
     m.frame_storage = new ModelFrameJob<S>;
     blz_fork_frame frame;
     frame.fn = &ForkModel<S>::run_b;
@@ -447,6 +454,7 @@ void fork_and_end_frame(ForkModel<S> &m, A a) {
     RL_ASSERT(m.b_runs.load(std::memory_order::relaxed) == 1);
     RL_ASSERT(m.forks0.record().depth == 0);
     delete m.frame_storage;  // the frame's end
+    set_latch(m.terminate1, m.sleep, 1);
 }
 
 // fork: worker 1 searches while worker 0 forks (a does nothing) with the
@@ -461,11 +469,10 @@ struct ForkThiefVsJoin : rl::test_suite<ForkThiefVsJoin<S>, 2> {
 
     void thread(unsigned index) {
         if (index == 0) {
-            fork_and_end_frame(m, [] { return true; });
-            set_latch(m.terminate1, m.sleep, 1);
-            return;
+            fork_then_end(m, [] { return true; });
+        } else {
+            thief(m);
         }
-        wait_until(m.sleep, 1, m.terminate1, [this] { return steal_frame_job(m); }, NoInjectedJobs{});
     }
 };
 
@@ -485,14 +492,13 @@ struct ForkSleeperGetsHalf : rl::test_suite<ForkSleeperGetsHalf<S>, 2> {
     void thread(unsigned index) {
         if (index == 0) {
             spin_until([this] { return m.sleep.atomic_counters().load().sleeping() == 1; });
-            fork_and_end_frame(m, [this] {
+            fork_then_end(m, [this] {
                 spin_until([this] { return m.b_started.load(std::memory_order::acquire) == 1; });
                 return true;
             });
-            set_latch(m.terminate1, m.sleep, 1);
-            return;
+        } else {
+            thief(m);
         }
-        wait_until(m.sleep, 1, m.terminate1, [this] { return steal_frame_job(m); }, NoInjectedJobs{});
     }
 };
 

@@ -395,17 +395,21 @@ def signals(seconds):
         name, op = ops[rounds % len(ops)]
         rounds += 1
         delay = rng.uniform(0.00002, 0.002)
-        try:   # a one-shot timer: one interrupt at most per round, inside this try
+        # A one-shot timer: one interrupt at most per round, inside the
+        # outer try, which every path leaves disarmed (the handler disarms
+        # itself before it raises).
+        try:
             armed[0] = True
             signal.setitimer(signal.ITIMER_REAL, delay)
-            op()
+            try:
+                op()
+            except KeyboardInterrupt:
+                raise
+            except Exception as exc:   # anything but the interrupt is a defect
+                problems.append(f"{name}: {exc!r}")
             armed[0] = False
         except KeyboardInterrupt:
             interrupted += 1
-        except Exception as exc:   # anything but the interrupt is a defect
-            problems.append(f"{name}: {exc!r}")
-        finally:
-            armed[0] = False
         signal.setitimer(signal.ITIMER_REAL, 0)
     signal.signal(signal.SIGALRM, previous)
     problems += check_everything_settled(world)
