@@ -10,6 +10,17 @@
 
 #include "harness.h"
 
+/* blitz_inline_bench is this file built with BENCH_INLINE_FORK: the same
+ * workloads through blz_fork_join_inline, the fork-join blitz.h compiles
+ * into its caller (bench/forkpath.py's "libblitz C inline"). */
+#ifdef BENCH_INLINE_FORK
+#define FORK_JOIN blz_fork_join_inline
+#define IMPL_NAME "libblitz C inline"
+#else
+#define FORK_JOIN blz_fork_join
+#define IMPL_NAME "libblitz"
+#endif
+
 static blz_pool *pool;
 
 static void check(blz_status status, const char *what) {
@@ -41,7 +52,7 @@ static void fib_task(void *p) {
         return;
     }
     fib_args left = {a->n - 1, 0}, right = {a->n - 2, 0};
-    check(blz_fork_join(pool, fib_task, &left, fib_task, &right), "blz_fork_join");
+    check(FORK_JOIN(pool, fib_task, &left, fib_task, &right), "blz_fork_join");
     a->result = left.result + right.result;
 }
 
@@ -66,7 +77,7 @@ static void tree_task(void *p) {
         return;
     }
     tree_args left = {node->left, 0}, right = {node->right, 0};
-    check(blz_fork_join(pool, tree_task, &left, tree_task, &right), "blz_fork_join");
+    check(FORK_JOIN(pool, tree_task, &left, tree_task, &right), "blz_fork_join");
     a->sum = node->value + left.sum + right.sum;
 }
 
@@ -152,7 +163,7 @@ static void sort_task(void *p) {
     }
     size_t k = bench_qs_partition(s->a, s->n);
     sort_args left = {s->a, k}, right = {s->a + k, s->n - k};
-    check(blz_fork_join(pool, sort_task, &left, sort_task, &right), "blz_fork_join");
+    check(FORK_JOIN(pool, sort_task, &left, sort_task, &right), "blz_fork_join");
 }
 
 static void sort(double *a, size_t n) {
@@ -181,7 +192,7 @@ static bench_uts_count uts_children(const bench_uts_node *parent, int first, int
     int mid = first + (last - first) / 2;
     uts_args left = {parent, first, mid, max_depth, {0, 0}};
     uts_args right = {parent, mid, last, max_depth, {0, 0}};
-    check(blz_fork_join(pool, uts_children_task, &left, uts_children_task, &right), "blz_fork_join");
+    check(FORK_JOIN(pool, uts_children_task, &left, uts_children_task, &right), "blz_fork_join");
     bench_uts_add(&left.count, right.count);
     return left.count;
 }
@@ -213,7 +224,7 @@ static void merge_task(void *p) {
     }
     bench_merge_job left, right;
     bench_merge_split(job, &left, &right);
-    check(blz_fork_join(pool, merge_task, &left, merge_task, &right), "blz_fork_join");
+    check(FORK_JOIN(pool, merge_task, &left, merge_task, &right), "blz_fork_join");
 }
 
 typedef struct msort_args {
@@ -230,7 +241,7 @@ static void msort_task(void *p) {
     }
     size_t h = s->n / 2;
     msort_args left = {s->a, s->b, h, !s->to_b}, right = {s->a + h, s->b + h, s->n - h, !s->to_b};
-    check(blz_fork_join(pool, msort_task, &left, msort_task, &right), "blz_fork_join");
+    check(FORK_JOIN(pool, msort_task, &left, msort_task, &right), "blz_fork_join");
     bench_merge_job job = bench_msort_merge_job(s->a, s->b, s->n, s->to_b);
     merge_task(&job);
 }
@@ -260,7 +271,7 @@ static void mm_quadrant_task(void *p) {
 /* Quadrants q[0] and q[1] of one row of C. */
 static void mm_row_task(void *p) {
     mm_quadrant *q = p;
-    check(blz_fork_join(pool, mm_quadrant_task, &q[0], mm_quadrant_task, &q[1]), "blz_fork_join");
+    check(FORK_JOIN(pool, mm_quadrant_task, &q[0], mm_quadrant_task, &q[1]), "blz_fork_join");
 }
 
 static void mm_task(void *p) {
@@ -270,7 +281,7 @@ static void mm_task(void *p) {
         return;
     }
     mm_quadrant q[4] = {{job, 0}, {job, 1}, {job, 2}, {job, 3}};
-    check(blz_fork_join(pool, mm_row_task, &q[0], mm_row_task, &q[2]), "blz_fork_join");
+    check(FORK_JOIN(pool, mm_row_task, &q[0], mm_row_task, &q[2]), "blz_fork_join");
 }
 
 static void matmul(double *c, const double *a, const double *b, size_t n) {
@@ -293,7 +304,7 @@ static void bfs_range_task(void *p) {
     }
     size_t mid = r->begin + (r->end - r->begin) / 2;
     bfs_range left = {r->search, r->begin, mid}, right = {r->search, mid, r->end};
-    check(blz_fork_join(pool, bfs_range_task, &left, bfs_range_task, &right), "blz_fork_join");
+    check(FORK_JOIN(pool, bfs_range_task, &left, bfs_range_task, &right), "blz_fork_join");
 }
 
 static void bfs_task(void *p) {
@@ -353,7 +364,7 @@ static int all_asleep(void) {
 
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
-        "libblitz", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep,
+        IMPL_NAME, 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep,
         read_stats, msort, matmul, bfs, spawn_wait_inside,
     };
     return bench_main(argc, argv, &runtime);

@@ -616,6 +616,66 @@ BLZ_API blz_fork_stack **blz_fork_stack_slot_v1(void);
  * program loads it with dlopen). (0.3)
  */
 BLZ_API extern __thread blz_fork_stack *blz_fork_stack_v1 __attribute__((tls_model("initial-exec")));
+
+/**
+ * blz_fork_join compiled into the caller (0.3): the same arguments, status
+ * and promises, but a fork that nobody steals makes no call into the
+ * library (steps 1 to 4 above, written out here), and a compiler that sees
+ * a and b as constants calls them directly and may inline them. Off a
+ * worker of pool, or with a or b NULL, it is a call of blz_fork_join.
+ *
+ * One difference: a and b must return normally, as C functions do. A half
+ * left by an unwind (pthread_exit, a C++ exception, longjmp) leaves b's
+ * frame on the fork stack after the caller's stack frame is gone, where a
+ * thief can still run it; blz_fork_join stops the process with a message
+ * in that case instead. Code that may unwind uses blz_fork_join or
+ * blitz.hpp's blz::pool::join.
+ *
+ * @return as blz_fork_join.
+ */
+static inline blz_status blz_fork_join_inline(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
+  blz_fork_stack *const stack = blz_fork_stack_v1;
+  blz_fork_frame frame;
+  uint32_t failures_before, depth;
+  int ok = 1;
+  if (__builtin_expect(stack == NULL || stack->pool != pool || a == NULL || b == NULL, 0))
+    return blz_fork_join(pool, a, arg_a, b, arg_b);
+  frame.fn = b;
+  frame.arg = arg_b;
+  failures_before = *stack->failures;
+  depth = stack->depth; /* step 1 */
+  /* relaxed: requests is a hint other workers set. */
+  if (__builtin_expect(depth < stack->capacity && __atomic_load_n(&stack->requests, __ATOMIC_RELAXED) == 0, 1)) {
+    stack->frames[depth] = &frame;
+    stack->depth = depth + 1;
+  } else if (blz_fork_push_v1(stack, &frame) == 0) { /* out of memory: both halves here */
+    a(arg_a);
+    b(arg_b);
+    goto failures;
+  }
+  a(arg_a); /* step 2 */
+  depth = stack->depth - 1; /* step 3 */
+  if (__builtin_expect(depth >= stack->promoted, 1)) {
+    stack->depth = depth;
+    /* relaxed load and store: only this thread writes it; statistics read it. */
+    __atomic_store_n(&stack->jobs_executed, __atomic_load_n(&stack->jobs_executed, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+    b(arg_b);
+  } else {
+    ok = blz_fork_join_v1(stack, &frame);
+  }
+failures: /* step 4 */
+  if (__builtin_expect(*stack->failures != failures_before, 0)) {
+    blz_fork_failed_v1(stack, failures_before);
+    ok = 0;
+  }
+  return ok ? BLZ_OK : BLZ_ETASK;
+}
+#else
+/** blz_fork_join, where the compiler cannot name the thread-local fork stack. */
+static inline blz_status blz_fork_join_inline(blz_pool *pool, blz_fn a, void *arg_a, blz_fn b, void *arg_b) {
+  return blz_fork_join(pool, a, arg_a, b, arg_b);
+}
 #endif
 /** @} */
 

@@ -271,75 +271,193 @@ struct call_frame {
 // The fork path compiled into the caller (blitz.h, "The inline fork path",
 // steps 1 to 4), for a worker of the pool forking. When nobody asked for
 // work the fork costs two stores and a load before f, a load and a store
-// after it, and f and g are direct calls the compiler may inline.
-class inline_fork {
+// after it, and f and g are direct calls the compiler may inline. What a
+// join that nobody steals keeps across the calls of f and g is what it
+// needs; everything else (exceptions, a promoted g) is in functions kept
+// out of the caller: an optional result or an exception_ptr per half
+// costs 10 to 15 instructions per join, a third of the fork path
+// (callgrind, fib by blitzxx_bench; bench/findings.md).
+
+// Storage for one call's result with no flag beside it: the fork path
+// knows from where it is whether fill() ran, and takes or drops the value.
+template <class R>
+class raw_slot {
 public:
-    explicit inline_fork(blz_fork_stack &stack) noexcept : stack_(stack), failures_before_(*stack.failures) {}
+    raw_slot() noexcept {}
+    ~raw_slot() {}
+    raw_slot(const raw_slot &) = delete;
+    raw_slot &operator=(const raw_slot &) = delete;
 
-    // Step 1: g's frame (runnable by a thief through frame.fn) goes on the stack.
-    void push(blz_fork_frame &frame) noexcept {
-        frame_ = &frame;
-        const std::uint32_t depth = stack_.depth;
-        // relaxed: requests is a hint other workers set (blitz.h).
-        if (__builtin_expect(depth < stack_.capacity && __atomic_load_n(&stack_.requests, __ATOMIC_RELAXED) == 0, 1)) {
-            stack_.frames[depth] = &frame;
-            stack_.depth = depth + 1;
-        } else if (blz_fork_push_v1(&stack_, &frame) == 0) {
-            frame_ = nullptr;  // not pushed (out of memory): g runs here
-        }
+    template <class F>
+    void fill(F &&f) {
+        ::new (static_cast<void *>(std::addressof(value_))) R(std::invoke(std::forward<F>(f)));
     }
-
-    // Step 3: true when g is the caller's to run now; false when the
-    // library ran it or waited for the thief that did (then ok() says how
-    // it ended).
-    bool take_back() noexcept {
-        if (frame_ == nullptr) return true;
-        const std::uint32_t newest = stack_.depth - 1;
-        if (__builtin_expect(newest >= stack_.promoted, 1)) {
-            stack_.depth = newest;
-            // relaxed load + store: only this thread writes it; statistics read it.
-            __atomic_store_n(&stack_.jobs_executed, __atomic_load_n(&stack_.jobs_executed, __ATOMIC_RELAXED) + 1,
-                             __ATOMIC_RELAXED);
-            return true;
-        }
-        ok_ = blz_fork_join_v1(&stack_, frame_) == 1;
-        return false;
+    R take_value() {
+        R out(std::move(value_));
+        value_.~R();
+        return out;
     }
+    void drop() noexcept { value_.~R(); }
 
-    // Step 4, after both halves: the join's status.
-    blz_status finish() noexcept {
-        if (__builtin_expect(*stack_.failures != failures_before_, 0)) {
-            blz_fork_failed_v1(&stack_, failures_before_);
-            ok_ = false;
-        }
-        return ok_ ? BLZ_OK : BLZ_ETASK;
+private:
+    union {
+        R value_;
+    };
+};
+
+template <class R>
+class raw_slot<R &> {
+public:
+    template <class F>
+    void fill(F &&f) {
+        ptr_ = std::addressof(std::invoke(std::forward<F>(f)));
+    }
+    R &take_value() { return *ptr_; }
+    void drop() noexcept {}
+
+private:
+    R *ptr_;
+};
+
+template <>
+class raw_slot<void> {
+public:
+    template <class F>
+    void fill(F &&f) {
+        std::invoke(std::forward<F>(f));
+    }
+    std::monostate take_value() { return {}; }
+    void drop() noexcept {}
+};
+
+// A fork's second half g on the forker's stack: the frame a thief runs
+// once it is promoted, and where g's value goes. `ran` is written by
+// whoever runs the frame through the library (thief or owner), and read
+// after blz_fork_join_v1 returned, which orders it.
+template <class G>
+class forked_half {
+public:
+    using result = result_t<G>;
+
+    explicit forked_half(std::remove_reference_t<G> &g) noexcept : fn_(g) {
+        frame.fn = &run_promoted;
+        frame.arg = this;
+    }
+    ~forked_half() {}  // the owner drops value or error, knowing which is there
+    forked_half(const forked_half &) = delete;
+    forked_half &operator=(const forked_half &) = delete;
+
+    // g called here, the frame never promoted; throws what g throws.
+    void run_inline() { value.fill(std::forward<G>(fn_)); }
+
+    enum class outcome : unsigned char { not_run, value, error };
+
+    blz_fork_frame frame;
+    raw_slot<result> value;
+    outcome ran = outcome::not_run;
+    union {
+        std::exception_ptr error;  // outcome::error only
+    };
+
+    // outcome::error: moves the exception out of the frame.
+    std::exception_ptr take_error() noexcept {
+        std::exception_ptr out(std::move(error));
+        error.~exception_ptr();
+        return out;
     }
 
 private:
-    blz_fork_stack &stack_;
-    const std::uint32_t failures_before_;
-    blz_fork_frame *frame_ = nullptr;
-    bool ok_ = true;
+    static void run_promoted(void *arg) {
+        forked_half &self = *static_cast<forked_half *>(arg);
+        run_job(
+            [&] {
+                self.value.fill(std::forward<G>(self.fn_));
+                self.ran = outcome::value;
+            },
+            [&](const std::exception_ptr &e) noexcept {
+                ::new (static_cast<void *>(std::addressof(self.error))) std::exception_ptr(e);
+                self.ran = outcome::error;
+            });
+    }
+
+    std::remove_reference_t<G> &fn_;
 };
 
-// f() into `result`; an exception goes to `error` and is reported with
-// blz_fail() (run_job's rule). An unwind that is not a C++ exception
-// first lets `before_unwind` finish the join (a thief may hold g's frame
-// on this stack), then goes on. run_job's rule written out, not a call of
-// run_job through closures: that costs 4 instructions more per join
-// (callgrind, fib by blitzxx_bench), on the path this header exists to keep short.
-template <class F, class R, class BeforeUnwind>
-inline void run_inline_half(F &&f, slot<R> &result, std::exception_ptr &error, BeforeUnwind &&before_unwind) {
-    try {
-        result.fill(std::forward<F>(f));
-    } catch (...) {
-        error = std::current_exception();
-        if (!error) {
-            before_unwind();
-            throw;
-        }
-        if (!is_cancellation(error)) blz_fail();
+// Step 1: false when the frame could not be pushed (out of memory): g
+// runs here, and step 3 is skipped.
+[[gnu::always_inline]] inline bool fork_push(blz_fork_stack &stack, blz_fork_frame &frame) noexcept {
+    const std::uint32_t depth = stack.depth;
+    // relaxed: requests is a hint other workers set (blitz.h).
+    if (__builtin_expect(depth < stack.capacity && __atomic_load_n(&stack.requests, __ATOMIC_RELAXED) == 0, 1)) {
+        stack.frames[depth] = &frame;
+        stack.depth = depth + 1;
+        return true;
     }
+    return blz_fork_push_v1(&stack, &frame) != 0;
+}
+
+// Step 3: true when the newest frame was still pending: popped, g is the
+// caller's to run. False when it was promoted: blz_fork_join_v1's to join.
+[[gnu::always_inline]] inline bool fork_pop(blz_fork_stack &stack) noexcept {
+    const std::uint32_t newest = stack.depth - 1;
+    if (__builtin_expect(newest < stack.promoted, 0)) return false;
+    stack.depth = newest;
+    // relaxed load + store: only this thread writes it; statistics read it.
+    __atomic_store_n(&stack.jobs_executed, __atomic_load_n(&stack.jobs_executed, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+    return true;
+}
+
+// Step 4 when a half failed: reports it, then throws the join's error.
+[[noreturn, gnu::cold, gnu::noinline]] inline void fork_failed(blz_fork_stack &stack, std::uint32_t before) {
+    blz_fork_failed_v1(&stack, before);
+    throw error(BLZ_ETASK, "blz::pool::join");
+}
+
+// Inside the handler of an exception from the half just run inline:
+// reports it as run_job would (not a cancellation: blz_fail), then step 4.
+// An unwind that is not a C++ exception is left alone (run_job's rule).
+[[gnu::cold, gnu::noinline]] inline void inline_half_threw(blz_fork_stack &stack, std::uint32_t before) noexcept {
+    const std::exception_ptr e = std::current_exception();
+    if (!e) return;
+    if (!is_cancellation(e)) blz_fail();
+    if (*stack.failures != before) blz_fork_failed_v1(&stack, before);
+}
+
+// Inside the handler of f's exception: joins g all the same (a thief may
+// hold its frame, which lives on this stack) and drops its value or
+// exception (f's is the one rethrown), then reports the failures.
+template <class G>
+[[gnu::cold, gnu::noinline]] void join_after_first_threw(blz_fork_stack &stack, forked_half<G> &b, bool pushed,
+                                                         std::uint32_t before) noexcept {
+    const std::exception_ptr e = std::current_exception();
+    if (e && !is_cancellation(e)) blz_fail();
+    if (pushed && !fork_pop(stack)) {
+        (void)blz_fork_join_v1(&stack, &b.frame);
+        if (b.ran == forked_half<G>::outcome::value) b.value.drop();
+        if (b.ran == forked_half<G>::outcome::error) (void)b.take_error();
+    } else {
+        run_job([&] { b.run_inline(); b.value.drop(); }, [](const std::exception_ptr &) noexcept {});
+    }
+    if (e && *stack.failures != before) blz_fork_failed_v1(&stack, before);
+}
+
+// Step 3 for a promoted g: the library takes it back or waits for its
+// thief. Returns normally when g gave a value and did not fail; else
+// drops the values, reports a failure counted here (g taken back and run
+// on this thread) and throws g's exception, or the join's error (g called
+// blz_fail, or never ran).
+template <class G, class RA>
+[[gnu::noinline]] void join_promoted_half(blz_fork_stack &stack, forked_half<G> &b, raw_slot<RA> &a,
+                                          std::uint32_t before) {
+    // 0: g failed where it ran (an exception, or blz_fail on its thief).
+    const bool ok = blz_fork_join_v1(&stack, &b.frame) == 1;
+    if (__builtin_expect(ok && b.ran == forked_half<G>::outcome::value, 1)) return;
+    a.drop();
+    if (b.ran == forked_half<G>::outcome::value) b.value.drop();
+    if (*stack.failures != before) blz_fork_failed_v1(&stack, before);
+    if (b.ran == forked_half<G>::outcome::error) std::rethrow_exception(b.take_error());
+    throw error(BLZ_ETASK, "blz::pool::join");
 }
 #endif
 
@@ -1056,27 +1174,56 @@ private:
     // call_frame is what a thief runs if g is promoted; f and an unpromoted
     // g are called right here.
     template <class F, class G>
-    static std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>> join_inline(
-        blz_fork_stack &stack, F &&f, G &&g) {
-        detail::call_frame<G> b(g);
-        blz_fork_frame frame;
-        frame.fn = &detail::call_frame<G>::run;
-        frame.arg = &b;
-        detail::inline_fork fork(stack);
-        fork.push(frame);
-        detail::slot<detail::result_t<F>> a_result;
-        std::exception_ptr a_error;
-        detail::run_inline_half(std::forward<F>(f), a_result, a_error, [&]() noexcept {
-            if (fork.take_back()) detail::call_frame<G>::run(&b);
-        });
-        if (fork.take_back()) {
-            detail::run_inline_half(std::forward<G>(g), b.result, b.error, [] {});
+    using join_result = std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>>;
+
+    template <class F, class G>
+    static join_result<F, G> join_inline(blz_fork_stack &stack, F &&f, G &&g) {
+        detail::forked_half<G> b(g);
+        const std::uint32_t failures_before = *stack.failures;
+        if (__builtin_expect(!detail::fork_push(stack, b.frame), 0)) {
+            return join_unpushed(stack, std::forward<F>(f), b, failures_before);
         }
-        const blz_status status = fork.finish();
-        if (a_error) std::rethrow_exception(a_error);
-        b.finish(status, "blz::pool::join");
-        return std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>>(
-            a_result.take_value(), b.result.take_value());
+        return join_halves<true>(stack, std::forward<F>(f), b, failures_before);
+    }
+
+    // Steps 2 to 4. Pushed: g's frame is on the stack, to pop or to join
+    // through the library; else g simply runs here after f.
+    template <bool Pushed, class F, class G>
+    [[gnu::always_inline]] static join_result<F, G> join_halves(blz_fork_stack &stack, F &&f,
+                                                               detail::forked_half<G> &b,
+                                                               std::uint32_t failures_before) {
+        detail::raw_slot<detail::result_t<F>> a;
+        try {
+            a.fill(std::forward<F>(f));
+        } catch (...) {
+            detail::join_after_first_threw(stack, b, Pushed, failures_before);
+            throw;
+        }
+        if (__builtin_expect(!Pushed || detail::fork_pop(stack), 1)) {
+            try {
+                b.run_inline();
+            } catch (...) {
+                a.drop();
+                detail::inline_half_threw(stack, failures_before);
+                throw;
+            }
+        } else {
+            detail::join_promoted_half(stack, b, a, failures_before);
+        }
+        if (__builtin_expect(*stack.failures != failures_before, 0)) {
+            a.drop();
+            b.value.drop();
+            detail::fork_failed(stack, failures_before);
+        }
+        return join_result<F, G>(a.take_value(), b.value.take_value());
+    }
+
+    // The push failed (out of memory): no fork, both halves run here.
+    template <class F, class G>
+    [[gnu::noinline, gnu::cold]] static join_result<F, G> join_unpushed(blz_fork_stack &stack, F &&f,
+                                                                       detail::forked_half<G> &b,
+                                                                       std::uint32_t failures_before) {
+        return join_halves<false>(stack, std::forward<F>(f), b, failures_before);
     }
 
 public:

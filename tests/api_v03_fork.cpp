@@ -203,6 +203,87 @@ TEST_CASE("blitz.hpp's inline join: blz_fail in a half, exceptions, and the job 
     CHECK(after.tasks_failed - failed_before == 2u);  // the blz_fail join, the throwing join
 }
 
+// Counts the live objects of its type: a value the join drops or leaks shows here.
+struct Counted {
+    static inline std::atomic<int> live{0};
+    int value;
+    explicit Counted(int v) : value(v) { live.fetch_add(1); }
+    Counted(const Counted &other) : value(other.value) { live.fetch_add(1); }
+    Counted(Counted &&other) noexcept : value(other.value) { live.fetch_add(1); }
+    ~Counted() { live.fetch_sub(1); }
+};
+
+struct ThiefError {
+    int code;
+};
+
+// pool.join(f, g) on a worker where f returns only once g started on the
+// other worker (a bounded wait): g was promoted and stolen, and its value
+// or exception crosses threads through the frame on f's stack.
+template <class F, class G>
+auto join_with_stolen_second(blz::pool &pool, F &&f, G &&g) {
+    return pool.call([&] {
+        std::atomic<int32_t> g_worker{-1};
+        auto first = [&] {
+            const bool met = eventually([&] { return g_worker.load() >= 0; }, seconds(20));
+            CHECK(met);
+            CHECK(g_worker.load() != pool.worker_index());
+            return f();
+        };
+        auto second = [&] {
+            g_worker.store(pool.worker_index());
+            return g();
+        };
+        return pool.join(first, second);
+    });
+}
+
+TEST_CASE("blitz.hpp's inline join: a stolen second half's value, exception and blz_fail", "[v03][fork][cpp]") {
+    Watchdog watchdog("stolen second half", seconds(120));
+    blz::pool pool(2);
+    const uint64_t failed_before = pool.stats().tasks_failed;
+    {
+        auto [a, b] = join_with_stolen_second(pool, [] { return Counted(1); }, [] { return Counted(2); });
+        CHECK(a.value == 1);
+        CHECK(b.value == 2);
+        CHECK(Counted::live.load() == 2);
+    }
+    CHECK(Counted::live.load() == 0);
+    // g throws on its thief: f's value is dropped, g's exception rethrown.
+    int caught = 0;
+    try {
+        join_with_stolen_second(pool, [] { return Counted(3); }, []() -> Counted { throw ThiefError{4}; });
+    } catch (const ThiefError &e) {
+        caught = e.code;
+    }
+    CHECK(caught == 4);
+    CHECK(Counted::live.load() == 0);
+    // f throws while its thief gives g's value: that value is dropped.
+    caught = 0;
+    try {
+        join_with_stolen_second(pool, []() -> Counted { throw ThiefError{5}; }, [] { return Counted(6); });
+    } catch (const ThiefError &e) {
+        caught = e.code;
+    }
+    CHECK(caught == 5);
+    CHECK(Counted::live.load() == 0);
+    // g calls blz_fail on its thief: the join reports BLZ_ETASK.
+    blz_status status = BLZ_OK;
+    try {
+        join_with_stolen_second(pool, [] { return Counted(7); }, [] {
+            blz_fail();
+            return Counted(8);
+        });
+    } catch (const blz::error &e) {
+        status = e.status();
+    }
+    CHECK(status == BLZ_ETASK);
+    CHECK(Counted::live.load() == 0);
+    // Two failed jobs per failing case: where the half failed (g's thief,
+    // twice; the join on f's worker once), and the pool.call it escaped.
+    CHECK(pool.stats().tasks_failed - failed_before == 6u);
+}
+
 TEST_CASE("the inline fork path's exported calls refuse a stack that is not the caller's", "[v03][fork][bad_input]") {
     Pool pool(1);
     // Outside every pool: no stack.

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 static int g_failures = 0;
 static int g_checks = 0;
@@ -80,6 +81,7 @@ struct fib_arg {
     unsigned n;
     unsigned long result;
     blz_status status;
+    int inline_path; /* blz_fork_join_inline instead of blz_fork_join */
 };
 
 static void fib(void *arg) {
@@ -90,17 +92,74 @@ static void fib(void *arg) {
         f->status = BLZ_OK;
         return;
     }
-    a.pool = f->pool;
+    a.pool = b.pool = f->pool;
+    a.inline_path = b.inline_path = f->inline_path;
     a.n = f->n - 1;
     a.result = 0;
     a.status = BLZ_OK;
-    b.pool = f->pool;
     b.n = f->n - 2;
     b.result = 0;
     b.status = BLZ_OK;
-    f->status = blz_fork_join(f->pool, fib, &a, fib, &b);
+    f->status = f->inline_path ? blz_fork_join_inline(f->pool, fib, &a, fib, &b)
+                               : blz_fork_join(f->pool, fib, &a, fib, &b);
     if (f->status == BLZ_OK) f->status = a.status != BLZ_OK ? a.status : b.status;
     f->result = a.result + b.result;
+}
+
+/* A fork-join whose first or second half calls blz_fail. */
+struct failing_join {
+    blz_pool *pool;
+    int failing_half; /* 0: a, 1: b, -1: neither */
+    int ran[2];
+    blz_status status;
+};
+
+static void half_0(void *arg) {
+    struct failing_join *j = (struct failing_join *)arg;
+    j->ran[0] += 1;
+    if (j->failing_half == 0) blz_fail();
+}
+
+static void half_1(void *arg) {
+    struct failing_join *j = (struct failing_join *)arg;
+    j->ran[1] += 1;
+    if (j->failing_half == 1) blz_fail();
+}
+
+/* A fork-join whose first half waits (10 s of CPU at most) for the second
+ * to start: it must have been promoted and stolen by the other worker. */
+struct stolen_join {
+    blz_pool *pool;
+    int b_started;
+    int32_t a_worker, b_worker;
+    int a_saw_b;
+    blz_status status;
+};
+
+static void wait_for_b(void *arg) {
+    struct stolen_join *j = (struct stolen_join *)arg;
+    const clock_t start = clock();
+    j->a_worker = blz_worker_index(j->pool);
+    /* acquire: b's writes before its release store are seen after it. */
+    while (!__atomic_load_n(&j->b_started, __ATOMIC_ACQUIRE) && clock() - start < 10 * CLOCKS_PER_SEC) {
+    }
+    j->a_saw_b = __atomic_load_n(&j->b_started, __ATOMIC_ACQUIRE);
+}
+
+static void start_b(void *arg) {
+    struct stolen_join *j = (struct stolen_join *)arg;
+    j->b_worker = blz_worker_index(j->pool);
+    __atomic_store_n(&j->b_started, 1, __ATOMIC_RELEASE); /* release: b_worker is written first */
+}
+
+static void stolen_join_inline(void *arg) {
+    struct stolen_join *j = (struct stolen_join *)arg;
+    j->status = blz_fork_join_inline(j->pool, wait_for_b, j, start_b, j);
+}
+
+static void failing_join_inline(void *arg) {
+    struct failing_join *j = (struct failing_join *)arg;
+    j->status = blz_fork_join_inline(j->pool, half_0, j, half_1, j);
 }
 
 #define RANGE 100000u
@@ -230,6 +289,7 @@ int main(void) {
     {
         struct fib_arg f;
         f.pool = pool;
+        f.inline_path = 0;
         f.n = 22;
         f.result = 0;
         f.status = -100;
@@ -245,9 +305,62 @@ int main(void) {
             b.n = 11;
             a.result = b.result = 0;
             a.status = b.status = -100;
+            a.inline_path = b.inline_path = 0;
             CHECK(blz_fork_join(pool, fib, &a, fib, &b) == BLZ_OK);
             CHECK(a.result == 55ul && b.result == 89ul);
         }
+    }
+
+    /* blz_fork_join_inline (0.3): blz_fork_join's results and statuses. */
+    {
+        struct fib_arg f, a, b;
+        struct failing_join j;
+        int half;
+        f.pool = pool;
+        f.inline_path = 1;
+        f.n = 24;
+        f.result = 0;
+        f.status = -100;
+        CHECK(blz_call(pool, fib, &f) == BLZ_OK);
+        CHECK(f.status == BLZ_OK);
+        CHECK(f.result == 46368ul);
+        /* Off the pool's workers it is blz_fork_join. */
+        a.pool = b.pool = pool;
+        a.inline_path = b.inline_path = 1;
+        a.n = 10;
+        b.n = 11;
+        a.result = b.result = 0;
+        a.status = b.status = -100;
+        CHECK(blz_fork_join_inline(pool, fib, &a, fib, &b) == BLZ_OK);
+        CHECK(a.result == 55ul && b.result == 89ul);
+        CHECK(blz_fork_join_inline(pool, NULL, &a, fib, &b) == BLZ_EINVAL);
+        CHECK(blz_fork_join_inline(pool, fib, &a, NULL, &b) == BLZ_EINVAL);
+        /* A half that calls blz_fail makes it BLZ_ETASK, both halves run,
+           and the failure stays with that join. */
+        for (half = -1; half <= 1; ++half) {
+            j.pool = pool;
+            j.failing_half = half;
+            j.ran[0] = j.ran[1] = 0;
+            j.status = -100;
+            CHECK(blz_call(pool, failing_join_inline, &j) == BLZ_OK);
+            CHECK(j.status == (half < 0 ? BLZ_OK : BLZ_ETASK));
+            CHECK(j.ran[0] == 1 && j.ran[1] == 1);
+        }
+    }
+
+    /* blz_fork_join_inline's second half goes to an idle worker while the
+       first runs (promoted, stolen, joined through blz_fork_join_v1). */
+    {
+        struct stolen_join j;
+        j.pool = pool;
+        j.b_started = 0;
+        j.a_worker = j.b_worker = -1;
+        j.a_saw_b = 0;
+        j.status = -100;
+        CHECK(blz_call(pool, stolen_join_inline, &j) == BLZ_OK);
+        CHECK(j.status == BLZ_OK);
+        CHECK(j.a_saw_b);
+        CHECK(j.a_worker >= 0 && j.b_worker >= 0 && j.a_worker != j.b_worker);
     }
 
     /* blz_call runs on a worker and waits. */
@@ -316,7 +429,8 @@ int main(void) {
         CHECK(stats.num_threads == NUM_WORKERS);
         CHECK(stats.jobs_executed > 0);
         CHECK(stats.jobs_injected > 0);
-        CHECK(stats.tasks_failed == 0);
+        /* The two failing joins of blz_fork_join_inline, each once. */
+        CHECK(stats.tasks_failed == 2);
 
         /* An older, shorter struct gets only its prefix. */
         memset(raw, 0xAB, sizeof(raw));
