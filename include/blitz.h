@@ -638,7 +638,7 @@ static inline blz_status blz_fork_join_inline(blz_pool *pool, blz_fn a, void *ar
   blz_fork_frame frame;
   uint32_t failures_before, depth;
   int ok = 1;
-  if (__builtin_expect(stack == NULL || stack->pool != pool || a == NULL || b == NULL, 0))
+  if (__builtin_expect(!stack || stack->pool != pool || !a || !b, 0))
     return blz_fork_join(pool, a, arg_a, b, arg_b);
   frame.fn = b;
   frame.arg = arg_b;

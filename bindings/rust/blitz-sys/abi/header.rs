@@ -231,6 +231,11 @@ pub fn parse(text: &str) -> Header {
             current.clear();
         } else {
             current.push(c);
+            // A `static inline` function's body (blz_fork_join_inline) is
+            // compiled into its callers: no symbol, no ABI of its own.
+            if c == '}' && braces == 0 && current.trim_start().starts_with("static inline ") {
+                current.clear();
+            }
         }
     }
     assert!(current.trim().is_empty(), "blitz.h: text after the last declaration: {:?}", current.trim());
