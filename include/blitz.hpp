@@ -292,10 +292,13 @@ public:
     void fill(F &&f) {
         ::new (static_cast<void *>(std::addressof(value_))) R(std::invoke(std::forward<F>(f)));
     }
+    // Moves the value out and ends it, also when the move throws.
     R take_value() {
-        R out(std::move(value_));
-        value_.~R();
-        return out;
+        struct end_value {
+            raw_slot &slot;
+            ~end_value() { slot.drop(); }
+        } end{*this};
+        return std::move(value_);
     }
     void drop() noexcept { value_.~R(); }
 
@@ -329,6 +332,26 @@ public:
     std::monostate take_value() { return {}; }
     void drop() noexcept {}
 };
+
+// Both values out of their slots, into the pair join() returns. In order
+// (a braced list is evaluated left to right): when taking a's value
+// throws, b's is dropped, so neither outlives the join.
+template <class Pair, class A, class B>
+Pair take_both(raw_slot<A> &a, raw_slot<B> &b) {
+    if constexpr (std::is_nothrow_move_constructible_v<value_t<A>>) {
+        return Pair{a.take_value(), b.take_value()};
+    } else {
+        value_t<A> first = [&]() -> value_t<A> {
+            try {
+                return a.take_value();
+            } catch (...) {
+                b.drop();
+                throw;
+            }
+        }();
+        return Pair{std::move(first), b.take_value()};
+    }
+}
 
 // A fork's second half g on the forker's stack: the frame a thief runs
 // once it is promoted, and where g's value goes. `ran` is written by
@@ -1215,7 +1238,7 @@ private:
             b.value.drop();
             detail::fork_failed(stack, failures_before);
         }
-        return join_result<F, G>(a.take_value(), b.value.take_value());
+        return detail::take_both<join_result<F, G>>(a, b.value);
     }
 
     // The push failed (out of memory): no fork, both halves run here.

@@ -284,6 +284,48 @@ TEST_CASE("blitz.hpp's inline join: a stolen second half's value, exception and 
     CHECK(pool.stats().tasks_failed - failed_before == 6u);
 }
 
+// A value whose move throws when asked to: join() moves both values into
+// its pair, and neither may outlive the join when one move throws.
+struct ThrowingMove {
+    static inline std::atomic<int> live{0};
+    bool throw_on_move;
+    explicit ThrowingMove(bool t) : throw_on_move(t) { live.fetch_add(1); }
+    ThrowingMove(ThrowingMove &&other) : throw_on_move(other.throw_on_move) {
+        if (throw_on_move) throw ThiefError{9};
+        live.fetch_add(1);
+    }
+    ~ThrowingMove() { live.fetch_sub(1); }
+};
+
+TEST_CASE("blitz.hpp's inline join: a value whose move throws leaves nothing behind", "[v03][fork][cpp]") {
+    blz::pool pool(1);
+    pool.call([&] {
+        int caught = 0;
+        try {
+            pool.join([] { return ThrowingMove(true); }, [] { return Counted(10); });
+        } catch (const ThiefError &e) {
+            caught = e.code;
+        }
+        CHECK(caught == 9);
+        CHECK(ThrowingMove::live.load() == 0);
+        CHECK(Counted::live.load() == 0);
+        caught = 0;
+        try {
+            pool.join([] { return Counted(11); }, [] { return ThrowingMove(true); });
+        } catch (const ThiefError &e) {
+            caught = e.code;
+        }
+        CHECK(caught == 9);
+        CHECK(ThrowingMove::live.load() == 0);
+        CHECK(Counted::live.load() == 0);
+        auto [m, c] = pool.join([] { return ThrowingMove(false); }, [] { return Counted(12); });
+        CHECK(c.value == 12);
+        CHECK(ThrowingMove::live.load() == 1);
+    });
+    CHECK(ThrowingMove::live.load() == 0);
+    CHECK(Counted::live.load() == 0);
+}
+
 TEST_CASE("the inline fork path's exported calls refuse a stack that is not the caller's", "[v03][fork][bad_input]") {
     Pool pool(1);
     // Outside every pool: no stack.
