@@ -1,5 +1,7 @@
 """The C ABI of include/blitz.h, declared for ctypes: structs, function
 types, status codes and the prototype (argtypes, restype) of every function.
+tests/test_arguments.py holds them to the header type by type, and _HELD
+to its rule (below).
 """
 import ctypes
 from ctypes import (CFUNCTYPE, POINTER, Structure, c_char_p, c_int32, c_size_t,

@@ -204,6 +204,47 @@ def header_functions():
     return functions
 
 
+def header_prototypes():
+    """{name: (return type, [parameter types])} of every BLZ_API function in
+    blitz.h but the inline fork path's, each type as written ("const
+    blz_pool *"), with the parameter names dropped."""
+    text = _header_text()
+    if text is None:
+        return None
+    prototypes = {}
+    for returns, name, params in re.findall(r"BLZ_API\s+([^;()]*?)\b(blz_\w+)\s*\(([^)]*)\)\s*;", text):
+        if INLINE_FORK_PATH.match(name):
+            continue
+        types = [_without_name(p) for p in params.split(",") if p.strip() not in ("", "void")]
+        prototypes[name] = (" ".join(returns.split()), types)
+    return prototypes
+
+
+def header_struct_types(name):
+    """[(field, type as written)] of `typedef struct name {...} name;` in blitz.h."""
+    text = _header_text()
+    if text is None:
+        return None
+    body = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), text, re.S)
+    return [(re.search(r"(\w+)\s*$", f).group(1), _without_name(f))
+            for f in body.group(1).split(";") if f.strip()]
+
+
+def header_status_codes():
+    """{name: value} of enum blz_status_code in blitz.h."""
+    text = _header_text()
+    if text is None:
+        return None
+    body = re.search(r"enum\s+blz_status_code\s*\{(.*?)\}", text, re.S).group(1)
+    return {name: int(value) for name, value in re.findall(r"(BLZ_\w+)\s*=\s*(-?\d+)", body)}
+
+
+def _without_name(declaration):
+    """"const blz_pool *pool" -> "const blz_pool *"; "uint32_t n" -> "uint32_t"."""
+    words = declaration.replace("*", " * ").split()
+    return " ".join(words[:-1]).replace(" *", "*").replace("*", " *").replace("* *", "**").strip()
+
+
 def header_struct_fields(name):
     """The field names of `typedef struct name {...} name;` in blitz.h, in order."""
     text = _header_text()

@@ -5,6 +5,7 @@ import ctypes.util
 import math
 import os
 import pickle
+import re
 import threading
 import unittest
 
@@ -189,6 +190,91 @@ class TestModule(unittest.TestCase):
                 self.skipTest(f"no {support.HEADER}")
             with self.subTest(struct=name):
                 self.assertEqual([field for field, _ in struct._fields_], fields)
+
+
+    # How blitz.h's C types are declared for ctypes (_capi.py). Opaque
+    # handles go as addresses; a few parameters and fields are declared as
+    # addresses on purpose (EXCEPTIONS).
+    @staticmethod
+    def ctypes_of(c_type):
+        capi = impl._capi
+        handles = ("blz_pool", "blz_task", "blz_group")
+        structs = {"blz_pool_config": capi.PoolConfig, "blz_stats": capi.Stats,
+                   "blz_spawn_options": capi.SpawnOptions}
+        base = c_type.replace("const ", "").strip()
+        plain = {"void": None, "void *": ctypes.c_void_p, "char *": ctypes.c_char_p, "uint32_t": ctypes.c_uint32,
+                 "int32_t": ctypes.c_int32, "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t,
+                 "blz_status": capi.blz_status, "blz_fn": capi.FN, "blz_range_fn": capi.RANGE_FN,
+                 "blz_thread_fn": capi.THREAD_FN, "blz_done_fn": capi.DONE_FN}
+        if base in plain:
+            return plain[base]
+        name, _, stars = base.partition(" ")
+        if name in handles:
+            return {"*": ctypes.c_void_p, "**": ctypes.POINTER(ctypes.c_void_p)}[stars]
+        if name in structs and stars == "*":
+            return ctypes.POINTER(structs[name])
+        raise AssertionError(f"blitz.h type {c_type!r}: the test does not know how ctypes declares it")
+
+    # Declared as addresses on purpose: (function or struct, parameter index or field).
+    EXCEPTIONS = {
+        ("blz_spawn_ex", 3): "opts: the binding passes a preallocated struct's address (a cheaper conversion)",
+        ("blz_spawn_ex", 4): "out_task: likewise",
+        ("blz_pool_config", "spawn_thread"): "NULL here: the binding lets libblitz start the threads",
+    }
+
+    def test_prototypes_match_the_header_type_by_type(self):
+        prototypes = support.header_prototypes()
+        if prototypes is None:
+            self.skipTest(f"no {support.HEADER}")
+        for name, (returns, params) in prototypes.items():
+            restype, argtypes = impl._capi._PROTOTYPES[name]
+            with self.subTest(function=name):
+                self.assertIs(restype, self.ctypes_of(returns))
+                self.assertEqual(len(argtypes), len(params))
+                for i, (declared, c_type) in enumerate(zip(argtypes, params)):
+                    expected = ctypes.c_void_p if (name, i) in self.EXCEPTIONS else self.ctypes_of(c_type)
+                    self.assertIs(declared, expected, f"parameter {i} ({c_type})")
+
+    def test_struct_fields_match_the_header_type_by_type(self):
+        capi = impl._capi
+        for struct, name in ((capi.Stats, "blz_stats"), (capi.PoolConfig, "blz_pool_config"),
+                             (capi.SpawnOptions, "blz_spawn_options")):
+            fields = support.header_struct_types(name)
+            if fields is None:
+                self.skipTest(f"no {support.HEADER}")
+            with self.subTest(struct=name):
+                self.assertEqual(len(struct._fields_), len(fields))
+                for (field, declared), (c_field, c_type) in zip(struct._fields_, fields):
+                    self.assertEqual(field, c_field)
+                    expected = ctypes.c_void_p if (name, field) in self.EXCEPTIONS else self.ctypes_of(c_type)
+                    self.assertIs(declared, expected, f"field {field} ({c_type})")
+
+    def test_status_codes_match_the_header(self):
+        codes = support.header_status_codes()
+        if codes is None:
+            self.skipTest(f"no {support.HEADER}")
+        self.assertEqual(len(codes), 10)
+        for name, value in codes.items():
+            with self.subTest(code=name):
+                self.assertEqual(getattr(impl._capi, name), value)
+
+    def test_calls_that_keep_the_gil_never_wait_or_call_back(self):
+        # _capi._HELD's rule: a call that keeps the GIL returns at once and
+        # runs no Python code. So it takes no function the call itself
+        # could run (blz_spawn_ex's runs later, on a worker) and is none
+        # of the calls that wait (running other jobs meanwhile) or start
+        # threads (whose hooks may be Python functions).
+        prototypes = support.header_prototypes()
+        if prototypes is None:
+            self.skipTest(f"no {support.HEADER}")
+        callbacks = ("blz_fn", "blz_range_fn", "blz_thread_fn", "blz_done_fn")
+        waiting = re.compile(r"join|wait|call|parallel|broadcast|destroy|release|trace|pool_create")
+        for name in impl._capi._HELD:
+            with self.subTest(function=name):
+                self.assertIn(name, prototypes)
+                self.assertIsNone(waiting.search(name[len("blz_"):]))
+                if name != "blz_spawn_ex":
+                    self.assertFalse([t for t in prototypes[name][1] if t in callbacks])
 
 
 if __name__ == "__main__":
