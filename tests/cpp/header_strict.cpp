@@ -1,10 +1,12 @@
 // include/blitz.hpp on its own, compiled with strict warnings as errors
 // (see meson.build: C++17 and C++20, g++ and clang++), instantiating every
 // template of the header, then a short run that checks the results.
-// Built with BLZ_TEST_C_HEADER_FIRST, <blitz.h> comes before <blitz.hpp>.
+// Built with BLZ_TEST_C_HEADER_FIRST, <blitz.h> comes first, and then
+// <blitz_algorithms.hpp> alone, which brings <blitz.hpp> (the other order
+// of the two C++ headers: blitz.hpp includes the algorithms at its end).
 #ifdef BLZ_TEST_C_HEADER_FIRST
 #include <blitz.h>
-#include <blitz.hpp>
+#include <blitz_algorithms.hpp>
 #else
 #include <blitz.hpp>
 #include <blitz.h>

@@ -64,7 +64,7 @@ deb[libblitz-dev]="$tmp/out/libblitz-dev_${version}_$arch.deb"
 deb[libblitz-doc]="$tmp/out/libblitz-doc_${version}_all.deb"
 multi_arch=([libblitz0]=same [libblitz-dev]=same [libblitz-doc]=foreign)
 contents[libblitz0]="$libdir/libblitz.so.0 $libdir/libblitz.so.$upstream"
-contents[libblitz-dev]="/usr/include/blitz.h /usr/include/blitz.hpp $libdir/libblitz.so
+contents[libblitz-dev]="/usr/include/blitz.h /usr/include/blitz.hpp /usr/include/blitz_algorithms.hpp $libdir/libblitz.so
     $libdir/pkgconfig/blitz.pc $libdir/cmake/blitz/blitzConfig.cmake
     $libdir/cmake/blitz/blitzConfigVersion.cmake"
 contents[libblitz-doc]="/usr/share/doc/libblitz-dev/html/index.html /usr/share/doc/libblitz-dev/html/blitz_8h.html"
