@@ -192,16 +192,10 @@ INLINE_FORK_PATH = re.compile(r"blz_fork_\w+_v\d+$")
 def header_functions():
     """{name: (returns void, number of parameters)} of every BLZ_API function in
     blitz.h, but those of the inline fork path."""
-    text = _header_text()
-    if text is None:
+    prototypes = header_prototypes()
+    if prototypes is None:
         return None
-    functions = {}
-    for returns, name, params in re.findall(r"BLZ_API\s+([^;()]*?)\b(blz_\w+)\s*\(([^)]*)\)\s*;", text):
-        if INLINE_FORK_PATH.match(name):
-            continue
-        params = [p for p in params.split(",") if p.strip() not in ("", "void")]
-        functions[name] = (returns.split() == ["void"], len(params))
-    return functions
+    return {name: (returns == "void", len(params)) for name, (returns, params) in prototypes.items()}
 
 
 def header_prototypes():
