@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/docs.sh <builddir>: builds the HTML API reference with doxygen into
 # <builddir>/docs/html from docs/Doxyfile.in (the public headers in include/,
-# README.md as the main page, the pages docs/*.md).
+# README.md as the main page, the pages docs/*.md and lib/README.md).
 #
 # Fails (exit 1) on any doxygen warning or error, listing them all.
 # Needs Debian's doxygen (1.9.4 on bookworm). <builddir> need not be a
