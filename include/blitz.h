@@ -144,6 +144,25 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 #define BLZ_SPAWN_HIGH_PRIORITY 1u
 
 /**
+ * blz_spawn_options flag (0.3): on_done runs once the task has finished,
+ * instead of just before. By default on_done runs before the task counts
+ * as finished, so that a join, a group wait and a pool's destroy return
+ * only after it; with this flag it runs after: the task has left its group
+ * (a blz_group_wait, blz_group_wait_for or blz_group_destroy of the group
+ * may return, and the group be freed, while on_done runs) and a join or
+ * blz_task_wait_for of the task returns its status without waiting (so
+ * another thread may join and free the handle meanwhile: on_done must not
+ * use it). blz_pool_destroy still returns only after on_done returned.
+ *
+ * What it is for: a binding that learns of the end from on_done, and then
+ * frees the task's handle or its group from another thread, never waits
+ * for a task still leaving them. Inside on_done everything else is as
+ * without the flag (blz_spawn_ex), except that a wait there for its own
+ * task or its group no longer deadlocks: the task has finished.
+ */
+#define BLZ_SPAWN_DONE_AFTER_FINISH 2u
+
+/**
  * How blz_spawn_ex spawns a task (0.2). Initialise with
  * blz_spawn_options_init, then change the fields you need; the options are
  * read only during the call.
@@ -151,7 +170,7 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 typedef struct blz_spawn_options {
     /** sizeof(blz_spawn_options); set by blz_spawn_options_init. */
     uint32_t struct_size;
-    /** 0, or BLZ_SPAWN_HIGH_PRIORITY; any other bit gives BLZ_EINVAL. */
+    /** 0, or BLZ_SPAWN_HIGH_PRIORITY and BLZ_SPAWN_DONE_AFTER_FINISH (0.3) OR'ed; any other bit gives BLZ_EINVAL. */
     uint32_t flags;
     /** NULL, or the group the task belongs to: the group's waits count it and its cancel skips it. */
     blz_group *group;
@@ -452,8 +471,9 @@ BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **ou
  * @param task the handle blz_spawn gave.
  * @return BLZ_OK if the task returned normally;
  *         BLZ_ETASK if it ended by an exception or called blz_fail (the handle is freed);
- *         BLZ_ECANCELED if its group was cancelled before it started (0.2;
- *         it did not run; the handle is freed);
+ *         BLZ_ECANCELED if its group (0.2) or the task itself
+ *         (blz_task_cancel, 0.3) was cancelled before it started (it did
+ *         not run; the handle is freed);
  *         BLZ_EINVAL if task is NULL, or if libblitz sees that the handle is
  *         not the caller's to join: another thread is waiting for the task
  *         right now, or it was detached (nothing changes). That is misuse
@@ -813,9 +833,10 @@ BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
  * on_done(done_arg, status) runs exactly once for every task this call
  * accepted (returned BLZ_OK), and never when it returns an error. It runs
  * on the worker that finished the task, after fn returned, with BLZ_OK,
- * BLZ_ETASK (fn threw, or called blz_fail) or BLZ_ECANCELED (the task's
- * group was cancelled before the task started, so fn did not run). It
- * runs before the task counts as finished: before a blz_join or
+ * BLZ_ETASK (fn threw, or called blz_fail) or BLZ_ECANCELED (the task,
+ * or its group, was cancelled before it started, so fn did not run). It
+ * runs before the task counts as finished (unless the flags hold
+ * BLZ_SPAWN_DONE_AFTER_FINISH: then right after): before a blz_join or
  * blz_task_wait_for of the task returns (they see the same status),
  * before a blz_group_wait of its group returns, and before
  * blz_pool_destroy returns (queued tasks are still run, or skipped as
@@ -902,6 +923,32 @@ BLZ_API blz_status blz_task_wait_for(blz_task *task, uint64_t timeout_ns);
 BLZ_API blz_status blz_task_detach(blz_task *task);
 
 /**
+ * Cancels one task, as blz_group_cancel cancels a group. (0.3)
+ *
+ * A task that has not started is skipped: fn does not run, its on_done
+ * gets BLZ_ECANCELED and a join of it returns BLZ_ECANCELED. A running
+ * task is not interrupted: blz_cancelled() returns 1 in it from then on,
+ * and a blz_parallel_for it calls stops starting pieces; its status stays
+ * what fn makes it. A finished task does not change. The task's group, if
+ * it has one, is not cancelled, and its other tasks run as before; the
+ * group's wait reports the skipped task as a cancellation (BLZ_ECANCELED,
+ * unless a task failed), as it does for a task its own cancel skipped.
+ *
+ * A cancel is a request, seen soon but not at once: a task that starts on
+ * another worker at the moment of the call may still run (then it sees
+ * blz_cancelled() == 1). Cancelling twice is the same as once.
+ *
+ * Any thread, including the task itself, while the handle is valid: not
+ * after (nor concurrently with) the blz_join, blz_task_wait_for or
+ * blz_task_detach that frees it. A detached task cannot be cancelled.
+ *
+ * @param task the handle blz_spawn or blz_spawn_ex gave.
+ * @return BLZ_OK (also for a task that had already started or finished);
+ *         BLZ_EINVAL if task is NULL.
+ */
+BLZ_API blz_status blz_task_cancel(blz_task *task);
+
+/**
  * Creates an empty group with flags. blz_group_create is this with flags 0. (0.2)
  *
  * BLZ_GROUP_CANCEL_ON_FAILURE: the first failure of the group's work (an
@@ -973,16 +1020,17 @@ BLZ_API blz_status blz_group_cancel(blz_group *group);
 BLZ_API int32_t blz_group_cancelled(const blz_group *group);
 
 /**
- * Whether the work the calling thread runs belongs to a cancelled group:
- * the innermost task it works for (the task itself, a fork-join half or a
+ * Whether the work the calling thread runs was cancelled: the innermost
+ * task it works for (the task itself, a fork-join half or a
  * blz_parallel_for piece of it, a blz_call it made, even when another
- * worker runs them) is in a group that is cancelled. For long-running
- * tasks to poll and return early. (0.2)
+ * worker runs them) was cancelled by blz_task_cancel (0.3), or is in a
+ * group that is cancelled. For long-running tasks to poll and return
+ * early. (0.2)
  *
- * Any thread; cheap (a walk of a few thread-local frames and one relaxed load).
+ * Any thread; cheap (a walk of a few thread-local frames and two relaxed loads).
  *
- * @return 1 if so; 0 otherwise, also outside any task, in a task with no
- *         group, in an on_done (it belongs to no task) and in the thread
+ * @return 1 if so; 0 otherwise, also outside any task, in a task neither
+ *         cancelled nor in a cancelled group, in an on_done (it belongs to no task) and in the thread
  *         hooks (a worker runs them outside any task, also when its thread
  *         is inside another pool's task, see spawn_thread).
  */

@@ -30,7 +30,7 @@ constexpr uint32_t kConfigSizeV02 = offsetof(blz_pool_config, spawn_user) + size
 // The size of blz_spawn_options in version 0.2, where it appeared.
 constexpr uint32_t kSpawnOptionsSizeV02 = offsetof(blz_spawn_options, done_arg) + sizeof(void *);
 // The flags each version knows; any other bit is refused.
-constexpr uint32_t kKnownSpawnFlags = BLZ_SPAWN_HIGH_PRIORITY;
+constexpr uint32_t kKnownSpawnFlags = BLZ_SPAWN_HIGH_PRIORITY | BLZ_SPAWN_DONE_AFTER_FINISH;
 constexpr uint32_t kKnownGroupFlags = BLZ_GROUP_CANCEL_ON_FAILURE;
 
 Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }
@@ -144,13 +144,8 @@ blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, bl
     out.on_done = opts->on_done;
     out.done_arg = opts->done_arg;
     out.high_priority = (opts->flags & BLZ_SPAWN_HIGH_PRIORITY) != 0;
+    out.done_after_finish = (opts->flags & BLZ_SPAWN_DONE_AFTER_FINISH) != 0;
     return BLZ_OK;
-}
-
-// The cancellation flag a blz_parallel_for obeys: its caller's innermost task's group's.
-const std::atomic<bool> *cancel_flag_here() {
-    const SpawnedJob *task = blz::innermost_task();
-    return task != nullptr && task->group != nullptr ? task->group->cancel_flag() : nullptr;
 }
 
 blz_status status_of(blz::RangeOutcome outcome) {
@@ -434,7 +429,7 @@ BLZ_API blz_status blz_parallel_for(blz_pool *pool, size_t begin, size_t end, si
         if (status != BLZ_OK) return status;
         if (begin == end) return BLZ_OK;
         if (grain == 0) grain = automatic_grain(end - begin, registry->num_threads());
-        const std::atomic<bool> *cancel = cancel_flag_here();
+        const blz::CancelWatch cancel = blz::cancel_watch_here();  // its caller's innermost task's
         blz::RangeOutcome outcome = blz::RangeOutcome::kOk;
         auto run = [&] {
             outcome = blz::parallel_for_on_worker(*registry, begin, end, grain, body, arg, cancel);
@@ -499,6 +494,12 @@ BLZ_API blz_status blz_task_detach(blz_task *task) {
     return blz::detach_task(reinterpret_cast<SpawnedJob *>(task));
 }
 
+BLZ_API blz_status blz_task_cancel(blz_task *task) {
+    if (task == nullptr) return BLZ_EINVAL;
+    blz::cancel_task(reinterpret_cast<SpawnedJob *>(task));
+    return BLZ_OK;
+}
+
 BLZ_API blz_status blz_group_create_ex(blz_pool *pool, uint32_t flags, blz_group **out_group) {
     return without_chaos_cancellation([&]() -> blz_status {
         if (out_group == nullptr || (flags & ~kKnownGroupFlags) != 0) return BLZ_EINVAL;
@@ -528,11 +529,7 @@ BLZ_API int32_t blz_group_cancelled(const blz_group *group) {
     return reinterpret_cast<const Group *>(group)->cancelled() ? 1 : 0;
 }
 
-BLZ_API int32_t blz_cancelled(void) {
-    const std::atomic<bool> *cancel = cancel_flag_here();
-    // relaxed: a cancel is a request (group.hpp).
-    return cancel != nullptr && cancel->load(std::memory_order_relaxed) ? 1 : 0;
-}
+BLZ_API int32_t blz_cancelled(void) { return blz::cancel_watch_here().requested() ? 1 : 0; }
 
 BLZ_API void blz_fail(void) {
     ++blz::t_failures;  // found by the boundary of the job that runs this (job.hpp)

@@ -36,8 +36,10 @@ void Group::task_added() {
 
 void Group::task_finished(blz_status status) {
     // relaxed: published by the release below. A skipped task (ECANCELED)
-    // leaves no mark: the flag that skipped it is the mark.
+    // is marked whatever skipped it: the group's flag (then the mark adds
+    // nothing) or the task's own cancel (then the mark is all the wait sees).
     if (status == BLZ_ETASK) failed_.store(true, std::memory_order_relaxed);
+    if (status == BLZ_ECANCELED) skipped_.store(true, std::memory_order_relaxed);
     // relaxed: only a first guess for the CAS, which reloads on failure.
     uint64_t counts = counts_.load(std::memory_order_relaxed);
     for (;;) {
@@ -124,7 +126,10 @@ blz_status Group::take_outcome() {
     // relaxed: the flag is a request (see group.hpp); the exchange makes
     // one waiter the one that reports and clears it.
     const bool cancelled = cancelled_.exchange(false, std::memory_order_relaxed);
+    // acq_rel, as for failed_: one waiter reports each skip.
+    const bool skipped = skipped_.exchange(false, std::memory_order_acq_rel);
     if (failed) return BLZ_ETASK;
+    if (skipped) return BLZ_ECANCELED;
     return cancelled ? BLZ_ECANCELED : BLZ_OK;
 }
 

@@ -18,10 +18,10 @@
 //
 // Cancellation is one flag, `cancelled_`: set by cancel() (or by a failure
 // in a group made with BLZ_GROUP_CANCEL_ON_FAILURE), read relaxed by every
-// task before it starts and by blz_cancelled()/parallel_for pieces, and
-// cleared by the wait that reports it. Relaxed is enough: a cancel is a
-// request, and a task that starts just after it may still run (a cancel
-// promises only that tasks starting after they can see it are skipped).
+// task before it starts and by blz_cancelled()/parallel_for pieces
+// (cancel.hpp: why relaxed is enough), and cleared by the wait that
+// reports it. A task skipped by its own cancel (blz_task_cancel) marks
+// `skipped_`, so that the wait reports a cancellation for it too.
 #pragma once
 
 #include <atomic>
@@ -47,7 +47,7 @@ public:
 
     Registry &registry() const { return *registry_; }
 
-    void cancel() { cancelled_.store(true, std::memory_order_relaxed); }  // relaxed: see above
+    void cancel() { cancelled_.store(true, std::memory_order_relaxed); }  // relaxed: cancel.hpp
     bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
     const std::atomic<bool> *cancel_flag() const { return &cancelled_; }
     // A failure of the group's work: cancels the group if it was made to.
@@ -84,6 +84,7 @@ private:
     std::atomic<uint64_t> counts_{kOneRef};  // the handle's ref
     std::atomic<bool> failed_{false};
     std::atomic<bool> cancelled_{false};
+    std::atomic<bool> skipped_{false};  // a task of the group was skipped by its own cancel
     std::mutex mutex_;
     Waiter *waiters_ = nullptr;  // guarded by mutex_
 };

@@ -43,6 +43,8 @@ struct SpawnedJob;
 // (waiting for it, its group or an enclosing task from on_done would wait
 // for itself), but on_done is no task's work: innermost_task() stops
 // there, so blz_cancelled() is 0 in it and blz_fail() cancels no group.
+// An on_done that runs after its task finished (BLZ_SPAWN_DONE_AFTER_FINISH)
+// has a completion frame with no task: the task may be freed already.
 struct TaskFrame {
     const SpawnedJob *task;      // nullptr in a bridge frame
     const TaskFrame *outer;      // this thread's enclosing frames

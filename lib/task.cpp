@@ -37,13 +37,16 @@ SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const Sp
       on_done(options.on_done),
       done_arg(options.done_arg),
       fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
+      done_after_finish(options.done_after_finish),
       joiner(detached ? kDetached : nullptr) {}
+
+const std::atomic<bool> *SpawnedJob::group_cancel_flag() const { return group->cancel_flag(); }
 
 namespace {
 
-// The task's own work: skipped when its group is cancelled before it starts.
+// The task's own work: skipped when it or its group is cancelled before it starts.
 blz_status run_task_body(SpawnedJob *task) {
-    if (task->group != nullptr && task->group->cancelled()) return BLZ_ECANCELED;
+    if (task->cancel_watch().requested()) return BLZ_ECANCELED;
     TaskFrame frame{task, t_task_frames, nullptr};
     t_task_frames = &frame;
     const bool ok = run_job([task] { task->fn(task->arg); });
@@ -55,15 +58,20 @@ blz_status run_task_body(SpawnedJob *task) {
 // belongs to no job (the count is put back) and cancels no group. It runs
 // in a completion frame (job.hpp): a wait in it for its own task or group
 // returns BLZ_EDEADLK.
-void call_on_done(const SpawnedJob *task, blz_status status) {
+//
+// `task` is nullptr for an on_done that runs after the task finished
+// (BLZ_SPAWN_DONE_AFTER_FINISH): the task may be freed by then, and a wait
+// for it or its group no longer waits for itself.
+void call_on_done(Registry &registry, const SpawnedJob *task, blz_done_fn on_done, void *done_arg,
+                  blz_status status) {
     const uint32_t failures = t_failures;
     TaskFrame frame{task, t_task_frames, nullptr, true};
     t_task_frames = &frame;
     try {
-        task->on_done(task->done_arg, status);
+        on_done(done_arg, status);
     } catch (...) {
         stop_unless_cxx_exception("an on_done callback");
-        task->registry->count_task_failure();
+        registry.count_task_failure();
     }
     t_task_frames = frame.outer;
     t_failures = failures;
@@ -77,7 +85,10 @@ void SpawnedJob::run(Job *job) {
     Group *group = task->group;
 
     const blz_status status = run_task_body(task);
-    if (task->on_done != nullptr) call_on_done(task, status);
+    // Copied now: once kFinished is out, the joiner may free the task.
+    const blz_done_fn late_done = task->done_after_finish ? task->on_done : nullptr;
+    void *const done_arg = task->done_arg;
+    if (task->on_done != nullptr && late_done == nullptr) call_on_done(registry, task, task->on_done, done_arg, status);
 
     task->status = status;
     // acquire alone (no exchange) for a task nobody can join: no other
@@ -95,6 +106,8 @@ void SpawnedJob::run(Job *job) {
         joiner->set();
     }
     if (group != nullptr) group->task_finished(status);
+    // Before leave(): blz_pool_destroy returns after every on_done.
+    if (late_done != nullptr) call_on_done(registry, nullptr, late_done, done_arg, status);
     registry.leave();
 }
 
@@ -197,6 +210,15 @@ void job_failed() {
 void cancel_group_on_failure() {
     const SpawnedJob *task = innermost_task();
     if (task != nullptr && task->group != nullptr) task->group->work_failed();
+}
+
+void cancel_task(SpawnedJob *task) {
+    task->cancelled.store(true, std::memory_order_relaxed);  // relaxed: a cancel is a request (cancel.hpp)
+}
+
+CancelWatch cancel_watch_here() {
+    const SpawnedJob *task = innermost_task();
+    return task != nullptr ? task->cancel_watch() : CancelWatch{};
 }
 
 const SpawnedJob *innermost_task() {

@@ -19,13 +19,21 @@
 //
 // on_done runs before the exchange: a joiner sees its status only after
 // it returned; and before the group and the pool hear of the end, so that
-// a group wait and destroy return after it too.
+// a group wait and destroy return after it too. With
+// BLZ_SPAWN_DONE_AFTER_FINISH it runs after the group heard of the end,
+// from copies of on_done and done_arg taken before the exchange (the
+// joiner may free the task from then on), and before the pool does.
+//
+// `cancelled` (blz_task_cancel) is written through the handle, so only
+// while the handle is valid: the task's memory is then alive (its owner
+// frees it only after kFinished). cancel.hpp says why relaxed is enough.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
 #include "blitz.h"
+#include "cancel.hpp"
 #include "job.hpp"
 
 namespace blz {
@@ -38,7 +46,8 @@ struct SpawnOptions {
     Group *group = nullptr;  // nullptr unless spawned into a group
     blz_done_fn on_done = nullptr;
     void *done_arg = nullptr;
-    bool high_priority = false;  // BLZ_SPAWN_HIGH_PRIORITY: through the urgent injector
+    bool high_priority = false;      // BLZ_SPAWN_HIGH_PRIORITY: through the urgent injector
+    bool done_after_finish = false;  // BLZ_SPAWN_DONE_AFTER_FINISH
 };
 
 struct SpawnedJob : QueuedJob {
@@ -52,9 +61,17 @@ struct SpawnedJob : QueuedJob {
     void *const done_arg;
     const uint64_t fork_generation;
     blz_status status = BLZ_OK;  // written before kFinished is published
+    const bool done_after_finish;
+    std::atomic<bool> cancelled{false};  // blz_task_cancel
     std::atomic<Latch *> joiner;
 
+    // The flags this task's work obeys (cancel.hpp).
+    CancelWatch cancel_watch() const { return {&cancelled, group != nullptr ? group_cancel_flag() : nullptr}; }
+
     static void run(Job *job);
+
+private:
+    const std::atomic<bool> *group_cancel_flag() const;
 };
 
 // Whether the calling thread is working for `task` (or for a task of
@@ -75,5 +92,12 @@ blz_status join_task(SpawnedJob *task, uint64_t deadline);
 
 // blz_task_detach.
 blz_status detach_task(SpawnedJob *task);
+
+// blz_task_cancel.
+void cancel_task(SpawnedJob *task);
+
+// The flags the calling thread's work obeys: its innermost task's (none
+// outside any task, and in an on_done).
+CancelWatch cancel_watch_here();
 
 }  // namespace blz

@@ -304,7 +304,7 @@ namespace {
 
 // A half of a split range, run by whichever worker runs the half.
 RangeOutcome split_range(Registry &registry, size_t begin, size_t end, size_t grain, blz_range_fn body, void *arg,
-                         const std::atomic<bool> *cancel) {
+                         CancelWatch cancel) {
     const size_t mid = begin + (end - begin) / 2;
     // The join's halves report success as a bool: a half is "ok" unless it
     // failed, and a cancelled half is remembered aside.
@@ -332,7 +332,7 @@ RangeOutcome split_range(Registry &registry, size_t begin, size_t end, size_t gr
 // loop, whatever the grain; every steal splits off half of what is left,
 // and each half splits the same way on its worker.
 RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
-                                    blz_range_fn body, void *arg, const std::atomic<bool> *cancel) {
+                                    blz_range_fn body, void *arg, CancelWatch cancel) {
     ForkStack<> &forks = Worker::current()->forks();
     bool failed = false;
     while (begin < end) {
@@ -341,9 +341,9 @@ RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end
             const RangeOutcome rest = split_range(registry, begin, end, grain, body, arg, cancel);
             return failed ? RangeOutcome::kFailed : rest;
         }
-        // relaxed: a cancel is a request (group.hpp); one load per piece.
-        // Every piece after it is skipped too, as a split would skip them.
-        if (cancel != nullptr && cancel->load(std::memory_order_relaxed)) {
+        // Relaxed loads (cancel.hpp), at most two per piece. Every piece
+        // after it is skipped too, as a split would skip them.
+        if (cancel.requested()) {
             return failed ? RangeOutcome::kFailed : RangeOutcome::kCancelled;
         }
         const size_t hi = begin + std::min(grain, left);

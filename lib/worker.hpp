@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <type_traits>
 
+#include "cancel.hpp"
 #include "deadline.hpp"
 #include "fence.hpp"
 #include "futex.hpp"
@@ -314,11 +315,11 @@ inline blz_status fork_join_on_worker(Worker &worker, blz_fn a, void *arg_a, blz
                                                                                                   : BLZ_ETASK;
 }
 
-// parallel_for on the calling worker. `cancel`: the cancellation flag of
-// the group whose task calls it (nullptr outside any group), read once per
-// piece (relaxed) before the piece starts.
+// parallel_for on the calling worker. `cancel`: the cancellation flags of
+// the task that calls it and of its group (cancel.hpp), read before each
+// piece starts.
 enum class RangeOutcome : uint8_t { kOk, kCancelled, kFailed };
 RangeOutcome parallel_for_on_worker(Registry &registry, size_t begin, size_t end, size_t grain,
-                                    blz_range_fn body, void *arg, const std::atomic<bool> *cancel);
+                                    blz_range_fn body, void *arg, CancelWatch cancel);
 
 }  // namespace blz

@@ -30,6 +30,8 @@ ABI_ASSERT(BLZ_EFORK == -7, efork);
 ABI_ASSERT(BLZ_ETIMEDOUT == -8, etimedout);
 ABI_ASSERT(BLZ_ECANCELED == -9, ecanceled);
 ABI_ASSERT(BLZ_GROUP_CANCEL_ON_FAILURE == 1u, group_cancel_on_failure);
+ABI_ASSERT(BLZ_SPAWN_HIGH_PRIORITY == 1u, spawn_high_priority);
+ABI_ASSERT(BLZ_SPAWN_DONE_AFTER_FINISH == 2u, spawn_done_after_finish);
 ABI_ASSERT(sizeof(blz_status) == 4, status_is_32_bits);
 
 /* Versioning: the baseline abi/blitz.abi is for major version 0 (soname
@@ -133,6 +135,7 @@ int blitz_header_c_uses_everything(void) {
     options.on_done = done;
     options.done_arg = &last_done;
     status = blz_spawn_ex(pool, job, NULL, &options, &task);
+    status = blz_task_cancel(task);
     status = blz_task_wait_for(task, UINT64_C(1000000));
     status = blz_task_detach(task);
     status = blz_group_cancel(group);

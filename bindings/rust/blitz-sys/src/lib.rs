@@ -104,6 +104,9 @@ pub const BLZ_GROUP_CANCEL_ON_FAILURE: u32 = 1;
 /// `blz_spawn_options` flag: the task goes to the pool's high-priority queue,
 /// searched before the normal one by every worker. (0.2)
 pub const BLZ_SPAWN_HIGH_PRIORITY: u32 = 1;
+/// `blz_spawn_options` flag: `on_done` runs once the task has finished (it
+/// has left its group, and a join returns at once), not just before. (0.3)
+pub const BLZ_SPAWN_DONE_AFTER_FINISH: u32 = 2;
 
 /// How [`blz_spawn_ex`] spawns a task (0.2). Initialise with
 /// [`blz_spawn_options_init`], then change the fields you need; the options
@@ -301,6 +304,9 @@ extern "C" {
     pub fn blz_task_wait_for(task: *mut blz_task, timeout_ns: u64) -> blz_status;
     /// Frees the handle without waiting; the task still runs. (0.2)
     pub fn blz_task_detach(task: *mut blz_task) -> blz_status;
+    /// Cancels one task: skipped if it has not started, `blz_cancelled()` in it
+    /// if it runs. Only while the handle is valid. (0.3)
+    pub fn blz_task_cancel(task: *mut blz_task) -> blz_status;
     /// Creates an empty group with `flags` (0 or `BLZ_GROUP_CANCEL_ON_FAILURE`). (0.2)
     pub fn blz_group_create_ex(pool: *mut blz_pool, flags: u32, out_group: *mut *mut blz_group) -> blz_status;
     /// Waits as `blz_group_wait` does, but at most `timeout_ns`. (0.2)

@@ -165,6 +165,7 @@ fn rust_constants() -> Vec<RustConst> {
         BLZ_ECANCELED,
         BLZ_GROUP_CANCEL_ON_FAILURE,
         BLZ_SPAWN_HIGH_PRIORITY,
+        BLZ_SPAWN_DONE_AFTER_FINISH,
     ]
 }
 
@@ -428,6 +429,7 @@ fn rust_functions() -> Vec<Sig> {
         blz_spawn_ex: fn(*mut blz_pool, blz_fn, *mut c_void, *const blz_spawn_options, *mut *mut blz_task) -> blz_status;
         blz_task_wait_for: fn(*mut blz_task, u64) -> blz_status;
         blz_task_detach: fn(*mut blz_task) -> blz_status;
+        blz_task_cancel: fn(*mut blz_task) -> blz_status;
         blz_group_create_ex: fn(*mut blz_pool, u32, *mut *mut blz_group) -> blz_status;
         blz_group_wait_for: fn(*mut blz_group, u64) -> blz_status;
         blz_group_cancel: fn(*mut blz_group) -> blz_status;
