@@ -32,6 +32,7 @@ enum class Point {
     kGroupTookWaiters,     // a group's last task took the waiter list and is about to set the latches
     kTraceWriteHoldsBuffer,  // a trace writer loaded its buffer and is about to append (registry: nullptr)
     kThiefTookJob,         // a thief's steal succeeded; it has yet to run the job (a promoted fork: on its owner's stack)
+    kTaskFinishedBeforeLateDone,  // a task with BLZ_SPAWN_DONE_AFTER_FINISH finished; its on_done has yet to run
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -57,6 +58,7 @@ enum class Mutant {
     kTimedWaitForgetsLatch, // a bounded wait returns at its deadline although a task took its latch
     kTraceDetachSkipsWriters, // a trace stop frees the buffers without waiting out a write in progress
     kJoinSkipsStolenFrame,  // a join whose promoted half was stolen returns without waiting for the thief
+    kLateDoneReadsTask,     // an on_done after the finish is read from the task, which its joiner may have freed
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

@@ -43,7 +43,10 @@ FreeBlock *pop(FreeBlock *&list) {
 }
 
 void free_list(FreeBlock *list) {
-    while (FreeBlock *block = pop(list)) ::operator delete(block, kBlockSize);
+    while (FreeBlock *block = pop(list)) {
+        unpoison_block(block);
+        ::operator delete(block, kBlockSize);
+    }
 }
 
 // At thread exit (the key's destructor), after the thread's C++ thread_local
@@ -116,15 +119,24 @@ bool fault::thread_cache_empty() { return t_cache.recycled == nullptr && t_cache
 
 JobRecycler::~JobRecycler() { free_list(head_.load(std::memory_order_relaxed)); }
 
+#if defined(BLZ_POISON_FREE_BLOCKS)
+void poison_free_block(FreeBlock *block) {
+    ASAN_POISON_MEMORY_REGION(reinterpret_cast<char *>(block) + sizeof(FreeBlock), kBlockSize - sizeof(FreeBlock));
+}
+void unpoison_block(void *block) { ASAN_UNPOISON_MEMORY_REGION(block, kBlockSize); }
+#else
+void poison_free_block(FreeBlock *) {}
+void unpoison_block(void *) {}
+#endif
+
 void *allocate_job_block(JobRecycler &recycler) {
     ThreadCache &cache = thread_cache();
     if (cache.recycled == nullptr && cache_registered(cache)) cache.recycled = recycler.take_all();
-    if (FreeBlock *block = pop(cache.recycled)) return block;
-    if (FreeBlock *block = pop(cache.joined)) {
-        --cache.joined_count;
-        return block;
-    }
-    return ::operator new(kBlockSize, std::nothrow);
+    FreeBlock *block = pop(cache.recycled);
+    if (block == nullptr && (block = pop(cache.joined)) != nullptr) --cache.joined_count;
+    if (block == nullptr) return ::operator new(kBlockSize, std::nothrow);
+    unpoison_block(block);
+    return block;
 }
 
 void release_job_block_here(void *block) {
@@ -135,6 +147,7 @@ void release_job_block_here(void *block) {
     }
     auto *node = static_cast<FreeBlock *>(block);
     node->next = cache.joined;
+    poison_free_block(node);
     cache.joined = node;
     ++cache.joined_count;
 }

@@ -15,12 +15,31 @@
 #include <atomic>
 #include <cstddef>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define BLZ_POISON_FREE_BLOCKS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BLZ_POISON_FREE_BLOCKS 1
+#endif
+#endif
+#if defined(BLZ_POISON_FREE_BLOCKS)
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace blz {
 
 // A free block, linked through its first word.
 struct FreeBlock {
     FreeBlock *next;
 };
+
+// Under AddressSanitizer a free block is poisoned but for its link, so
+// that a task touched after its owner freed it is reported although its
+// memory went to a cache, not back to malloc. Poisoned before the block is
+// published (a taker may unpoison it at once), unpoisoned when handed out.
+// No-ops in other builds.
+void poison_free_block(FreeBlock *block);
+void unpoison_block(void *block);
 
 // One per pool: blocks its workers freed, waiting for a spawner.
 class JobRecycler {
@@ -33,6 +52,7 @@ public:
     // Any thread.
     void give(void *block) {
         auto *node = static_cast<FreeBlock *>(block);
+        poison_free_block(node);
         // relaxed: a retry reloads it; the CAS below publishes the link.
         FreeBlock *head = head_.load(std::memory_order_relaxed);
         do {

@@ -107,7 +107,14 @@ void SpawnedJob::run(Job *job) {
     }
     if (group != nullptr) group->task_finished(status);
     // Before leave(): blz_pool_destroy returns after every on_done.
-    if (late_done != nullptr) call_on_done(registry, nullptr, late_done, done_arg, status);
+    if (late_done != nullptr) {
+        BLZ_FAULT_POINT(kTaskFinishedBeforeLateDone, &registry);
+        if (BLZ_FAULT_MUTANT(kLateDoneReadsTask)) {
+            call_on_done(registry, nullptr, task->on_done, task->done_arg, status);  // the defect: task may be freed
+        } else {
+            call_on_done(registry, nullptr, late_done, done_arg, status);
+        }
+    }
     registry.leave();
 }
 

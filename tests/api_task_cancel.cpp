@@ -55,14 +55,25 @@ blz_spawn_options options_for(Record &record, blz_group *group = nullptr, uint32
     return opts;
 }
 
-// Occupies the only worker of a 1-worker pool until released.
+// Occupies the only worker of a 1-worker pool until it goes out of scope,
+// and joins the holding task there, before the gate it reads is gone.
 struct HeldWorker {
     Gate gate;
-    OpenOnExit open{gate};
+    blz_task *task = nullptr;
     explicit HeldWorker(blz_pool *pool) {
-        REQUIRE(blz_spawn(pool, gate_fn, &gate, nullptr) == BLZ_OK);
-        REQUIRE(gate.wait_entered());
+        REQUIRE(blz_spawn(pool, gate_fn, &gate, &task) == BLZ_OK);
+        if (!gate.wait_entered()) {  // no destructor runs for a constructor that throws
+            gate.release();
+            blz_join(task);
+            FAIL("the holding task never started");
+        }
     }
+    ~HeldWorker() {
+        gate.release();
+        blz_join(task);
+    }
+    HeldWorker(const HeldWorker &) = delete;
+    HeldWorker &operator=(const HeldWorker &) = delete;
 };
 
 }  // namespace

@@ -4,12 +4,33 @@
 #include <catch2/catch.hpp>
 
 #include <job_memory.hpp>
+#include <task.hpp>
 
+#include <memory>
+#include <new>
 #include <set>
 #include <thread>
 #include <vector>
 
 namespace {
+
+// Blocks of the real size, from the heap: the recycler poisons all of a
+// block but its link under AddressSanitizer, so a smaller object would
+// have its neighbours poisoned. Freed (unpoisoned first) at scope exit.
+struct TestBlocks {
+    explicit TestBlocks(std::size_t count) {
+        for (std::size_t i = 0; i < count; ++i) blocks.push_back(::operator new(sizeof(blz::SpawnedJob)));
+    }
+    ~TestBlocks() {
+        for (void *block : blocks) {
+            blz::unpoison_block(block);
+            ::operator delete(block);
+        }
+    }
+    TestBlocks(const TestBlocks &) = delete;
+    TestBlocks &operator=(const TestBlocks &) = delete;
+    std::vector<void *> blocks;
+};
 
 // The blocks of a list, in order.
 std::vector<void *> blocks_of(blz::FreeBlock *list) {
@@ -23,11 +44,12 @@ std::vector<void *> blocks_of(blz::FreeBlock *list) {
 TEST_CASE("job memory: the recycler gives back everything, newest first, and is empty after", "[job_memory]") {
     blz::JobRecycler recycler;
     CHECK(recycler.take_all() == nullptr);
-    blz::FreeBlock a{}, b{}, c{};
-    recycler.give(&a);
-    recycler.give(&b);
-    recycler.give(&c);
-    CHECK(blocks_of(recycler.take_all()) == std::vector<void *>{&c, &b, &a});
+    TestBlocks storage(3);
+    void *a = storage.blocks[0], *b = storage.blocks[1], *c = storage.blocks[2];
+    recycler.give(a);
+    recycler.give(b);
+    recycler.give(c);
+    CHECK(blocks_of(recycler.take_all()) == std::vector<void *>{c, b, a});
     CHECK(recycler.take_all() == nullptr);
 }
 
@@ -57,12 +79,13 @@ TEST_CASE("job memory: blocks given by many threads are all taken once", "[job_m
     constexpr int kThreads = 4;
     constexpr int kPerThread = 10000;
     blz::JobRecycler recycler;
-    std::vector<std::vector<blz::FreeBlock>> storage(kThreads, std::vector<blz::FreeBlock>(kPerThread));
+    std::vector<std::unique_ptr<TestBlocks>> storage;
+    for (int t = 0; t < kThreads; ++t) storage.push_back(std::make_unique<TestBlocks>(kPerThread));
     std::vector<std::thread> givers;
     std::set<void *> taken;
     for (int t = 0; t < kThreads; ++t) {
         givers.emplace_back([&, t] {
-            for (blz::FreeBlock &block : storage[t]) recycler.give(&block);
+            for (void *block : storage[t]->blocks) recycler.give(block);
         });
     }
     // Take while they give: nothing lost, nothing twice.

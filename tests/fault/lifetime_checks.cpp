@@ -208,6 +208,21 @@ void hold_thief_with_frame() {
     g_promoted.hold_over.store(true);
 }
 
+// BLZ_SPAWN_DONE_AFTER_FINISH (scenario_late_done_vs_join, below).
+struct LateDone {
+    std::atomic<bool> armed{false};   // the next task that reaches the point pauses
+    std::atomic<bool> paused{false};  // the task finished; its on_done has yet to run
+    std::atomic<bool> reused{false};  // the joiner freed the task and spawned into its memory
+    std::atomic<int> first_calls{0};
+    std::atomic<int> second_calls{0};
+};
+LateDone g_late;
+
+void hold_late_done() {
+    g_late.paused.store(true);
+    spin_until([] { return g_late.reused.load(); });
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -265,6 +280,9 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kThiefTookJob:
             if (g_promoted.armed.exchange(false)) hold_thief_with_frame();
+            return;
+        case Point::kTaskFinishedBeforeLateDone:
+            if (g_late.armed.exchange(false)) hold_late_done();
             return;
         case Point::kEntered:
             return;
@@ -750,6 +768,45 @@ void scenario_thief_holds_promoted_frame() {
     check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
 }
 
+// ---------------------------------------------------------------------------
+// 0.3: an on_done that runs after its task finished. The joiner frees the
+// task between the finish and on_done, and spawns again: the block goes
+// from its cache to the new task, whose options overwrite the old ones. An
+// on_done read from the task (the mutant) then reports to the wrong
+// callback, or under ASan (a block not reused) reads poisoned memory.
+
+void count_first(void *, blz_status) { g_late.first_calls.fetch_add(1); }
+void count_second(void *, blz_status) { g_late.second_calls.fetch_add(1); }
+
+blz_task *spawn_late(blz_pool *pool, blz_done_fn on_done) {
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.flags = BLZ_SPAWN_DONE_AFTER_FINISH;
+    opts.on_done = on_done;
+    blz_task *task = nullptr;
+    check(blz_spawn_ex(pool, noop, nullptr, &opts, &task) == BLZ_OK, "blz_spawn_ex");
+    return task;
+}
+
+void scenario_late_done_vs_join() {
+    blz_pool *pool = make_pool(1);
+    g_late.armed.store(true);
+    blz_task *first = spawn_late(pool, count_first);
+    spin_until([] { return g_late.paused.load(); });
+    // On this thread (its cache gets the block): the task has finished, so
+    // the join cannot wait.
+    check(blz_join(first) == BLZ_OK, "the join of a finished task reports its status");
+    blz_task *second = spawn_late(pool, count_second);  // likely in the block `first` had
+    g_late.reused.store(true);
+    check(blz_join(second) == BLZ_OK, "the second join");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");  // returns after every on_done
+    // Seen after the fact, so a failure here, also under ASan (which reports
+    // the read itself only when the block was not reused).
+    if (g_late.first_calls.load() != 1 || g_late.second_calls.load() != 1) {
+        fail(kViolation, "an on_done after the finish was read from its freed task");
+    }
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -772,6 +829,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kTimedWaitForgetsLatch: return "timed wait forgets a taken latch";
         case Mutant::kTraceDetachSkipsWriters: return "trace stop does not wait for writers";
         case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen promoted half";
+        case Mutant::kLateDoneReadsTask: return "late on_done read from the task";
     }
     return "?";
 }
@@ -808,6 +866,8 @@ const std::vector<Row> &rows() {
         {"trace stop vs a writer", scenario_trace_stop_vs_write, Expect::kClean, Mutant::kTraceDetachSkipsWriters},
         {"thief holds a promoted fork", scenario_thief_holds_promoted_frame, Expect::kClean, Mutant::kNone},
         {"thief holds a promoted fork", scenario_thief_holds_promoted_frame, Expect::kClean, Mutant::kJoinSkipsStolenFrame},
+        {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kNone},
+        {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kLateDoneReadsTask},
     };
     return all;
 }
