@@ -777,6 +777,24 @@ public:
     bool is_ready() { return await(0, "blz::task::is_ready"); }
 
     /**
+     * Cancels the task (blz_task_cancel, libblitz 0.3): if it has not
+     * started it never runs, and get() throws error BLZ_ECANCELED (an
+     * on_done gets BLZ_ECANCELED); if it runs, blz::cancelled() is true in
+     * it, and loops it runs stop starting pieces, while its value stays
+     * what it returns. A finished task does not change. Its pool, its
+     * other tasks and its group are not cancelled.
+     *
+     * Any thread, not while another thread calls get(), wait_for() or
+     * detach() on this object (a task object is used by one thread at a time).
+     *
+     * @throws error BLZ_EINVAL if the task is empty.
+     */
+    void cancel() {
+        if (!valid()) throw error(BLZ_EINVAL, "blz::task::cancel: empty task");
+        if (task_.get() != nullptr) detail::check(blz_task_cancel(task_.get()), "blz::task::cancel");
+    }
+
+    /**
      * Lets the task run on without this object (blz_task_detach): the task
      * is empty afterwards, and the spawned task frees its own state once it
      * has run and called its on_done. Its value and any exception it ends

@@ -246,6 +246,57 @@ TEST_CASE("task::detach before, during and after the task's end leaks nothing", 
 }
 
 // ---------------------------------------------------------------------------
+// task::cancel (0.3)
+
+TEST_CASE("task::cancel: a queued task never runs and get() throws BLZ_ECANCELED; nothing leaks",
+          "[cpp][task][cancel]") {
+    Watchdog watchdog("task cancel", seconds(120));
+    tracked::live = 0;
+    std::atomic<int> ran{0};
+    std::atomic<blz_status> done_status{0};
+    {
+        blz::pool pool(1);
+        gate release;
+        blz::task<void> holder = pool.spawn([&] { release.wait(); });
+        blz::task<tracked> skipped = pool.spawn([&, capture = tracked()] {
+            ran.fetch_add(1);
+            return tracked();
+        });
+        blz::task<int> reported = pool.spawn([&] { ran.fetch_add(1); return 1; },
+                                             [&](blz_status status, const std::exception_ptr &) { done_status = status; });
+        skipped.cancel();
+        reported.cancel();
+        release.open();
+        holder.get();
+        CHECK(status_thrown_by([&] { skipped.get(); }) == BLZ_ECANCELED);
+        CHECK_FALSE(skipped.valid());
+        CHECK(status_thrown_by([&] { reported.get(); }) == BLZ_ECANCELED);
+        CHECK(done_status.load() == BLZ_ECANCELED);
+        CHECK(status_thrown_by([&] { skipped.cancel(); }) == BLZ_EINVAL);  // empty now
+    }
+    CHECK(ran.load() == 0);
+    CHECK(tracked::live.load() == 0);  // the skipped task's callable was freed
+}
+
+TEST_CASE("task::cancel: a running task sees blz::cancelled() and returns its value", "[cpp][task][cancel]") {
+    Watchdog watchdog("task cancel running", seconds(120));
+    blz::pool pool(2);
+    std::atomic<bool> started{false};
+    blz::task<int> t = pool.spawn([&] {
+        started = true;
+        return eventually([] { return blz::cancelled(); }) ? 7 : -1;
+    });
+    REQUIRE(eventually([&] { return started.load(); }));
+    t.cancel();
+    CHECK(t.get() == 7);
+
+    blz::task<int> finished = pool.spawn([] { return 3; });
+    CHECK(finished.wait_for(kPatience));
+    finished.cancel();  // finished: nothing changes
+    CHECK(finished.get() == 3);
+}
+
+// ---------------------------------------------------------------------------
 // spawn with on_done
 
 TEST_CASE("spawn(f, on_done): once, on a worker, before get() returns, with status and exception",

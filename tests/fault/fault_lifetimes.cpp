@@ -144,6 +144,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kLatchSetBeforeWake:
         case Point::kLatchSetBeforeUnpin:
         case Point::kThiefTookJob:  // a stolen promoted fork, not run yet, on its owner's stack
+        case Point::kTaskFinishedBeforeLateDone:  // a finished task whose joiner may free it now
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:

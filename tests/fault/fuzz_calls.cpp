@@ -202,6 +202,11 @@ void hook(Point point, const void *registry) {
         case Point::kDestroyWaitsForWork:
             if (one_in(64)) sleep_us(50);
             return;
+        case Point::kTaskFinishedBeforeLateDone:
+            // A finished task whose on_done has yet to run: its joiner may
+            // free it meanwhile, and on_done must not need it.
+            if (one_in(16)) sleep_us(100);
+            return;
         case Point::kThiefTookJob:
             // A stolen job not run yet: a promoted fork's owner must wait for
             // it, whatever it does meanwhile (its frame is on that owner's stack).
