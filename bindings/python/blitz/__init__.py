@@ -25,7 +25,8 @@ from ._capi import (BLZ_ECANCELED, BLZ_EDEADLK, BLZ_EFORK, BLZ_EINVAL, BLZ_ENOME
 from ._capi import library_path
 from ._executor import Executor
 from ._pool import Pool, Task
-from ._runtime import BlitzError, Future, PoolClosedError
+from ._errors import BlitzError, PoolClosedError
+from ._futures import Future
 
 __version__ = "0.3.0"
 

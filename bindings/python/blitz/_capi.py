@@ -24,7 +24,7 @@ BLZ_MAX_THREADS = 65535
 BLZ_GROUP_CANCEL_ON_FAILURE = 1
 # The ABI this binding was written against: same major, at least this minor.
 ABI_MAJOR = 0
-ABI_MINOR = 2
+ABI_MINOR = 3
 
 blz_status = c_int32
 # typedef void (*blz_fn)(void *arg);
@@ -123,6 +123,8 @@ _PROTOTYPES = {
     "blz_worker_stats": (blz_status, [c_void_p, c_uint32, POINTER(Stats)]),
     "blz_pool_trace_start": (blz_status, [c_void_p, c_char_p]),
     "blz_pool_trace_stop": (blz_status, [c_void_p]),
+    # 0.3
+    "blz_task_cancel": (blz_status, [c_void_p]),
 }
 
 
@@ -134,8 +136,8 @@ _PROTOTYPES = {
 # for may need it (a job, an on_done, a thread hook).
 _HELD = ("blz_version_number", "blz_status_string", "blz_pool_config_init", "blz_pool_num_threads",
          "blz_worker_index", "blz_pool_stats", "blz_worker_stats", "blz_pool_set_max_active", "blz_spawn_options_init", "blz_spawn_ex",
-         "blz_task_detach", "blz_group_create_ex", "blz_group_cancel", "blz_group_cancelled",
-         "blz_cancelled")
+         "blz_task_detach", "blz_task_cancel", "blz_group_create_ex", "blz_group_cancel",
+         "blz_group_cancelled", "blz_cancelled")
 
 
 def _declare(lib, names):
@@ -152,7 +154,7 @@ try:
     _declare(lib, _PROTOTYPES)
     held = _declare(ctypes.PyDLL(library_path, handle=lib._handle), _HELD)
 except AttributeError as exc:
-    raise ImportError(f"blitz: {library_path} lacks a libblitz 0.2 function: {exc}") from None
+    raise ImportError(f"blitz: {library_path} lacks a libblitz 0.3 function: {exc}") from None
 
 _number = lib.blz_version_number()
 LIBRARY_VERSION = (_number // 10000, _number // 100 % 100, _number % 100)

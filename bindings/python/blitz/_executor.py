@@ -6,10 +6,12 @@ import threading
 from concurrent.futures.thread import BrokenThreadPool
 from typing import Any, Callable, Iterable, Iterator, Optional, Tuple
 
+from ._arguments import index_argument
 from ._capi import BLZ_MAX_THREADS
+from ._errors import raise_stored
 from ._map import MapRun
 from ._operate import PoolOperations
-from ._runtime import KernelRun, LoopCall, Runtime, index_argument, interpreter_exiting, raise_stored
+from ._runtime import KernelRun, LoopCall, Runtime, interpreter_exiting
 
 
 class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):

@@ -2,9 +2,9 @@
 
 A Future and a spawn per call cost far more than the call of a small fn.
 MapRun spawns at most one task per worker instead (the run's *drainers*,
-in a group of their own), and each drainer claims the next chunk of
-`chunksize` calls, runs them, publishes their outcomes at once, and claims
-again until none is left. The consumer waits for the next index in order.
+in no group), and each drainer claims the next chunk of `chunksize`
+calls, runs them, publishes their outcomes at once, and claims again
+until none is left. The consumer waits for the next index in order.
 
 This is the standard executor's own model, a FIFO queue drained by its W
 threads, so it behaves the same where the calls block: at most one call
@@ -23,7 +23,8 @@ What the standard semantics need, and what keeps them:
   when the iteration reaches it;
 - an iteration that stops early (an exception, a timeout, the generator
   closed or dropped) cancels the calls not started: `cancelled` stops the
-  claims, and the group's cancel skips drainers not started;
+  claims, and each drainer's task cancel (blz_task_cancel) skips the
+  drainers not started;
   shutdown(cancel_futures=True) does the same (Runtime.cancel_queued); a
   call that never ran reads as cancelled (CancelledError);
 - a result is held by the run only until the consumer takes it (the run
@@ -35,10 +36,11 @@ What the standard semantics need, and what keeps them:
 
 Lifetimes. Each drainer's Future holds the run (its work is the bound
 method `_drain`); the iterator holds it too. `_drainer_done`, a drainer's
-done callback, is the last thing that touches the run from a worker; the
-last one gives the group back. The group is the run's until then, and
-cancel() touches it only before (both under `_lock`), so a late cancel
-cannot skip another run's work.
+done callback, is the last thing that touches the run from a worker. A
+cancel reaches a drainer's task through the handle its Future keeps, and
+only while that handle is valid (Future._cancel_task): a late cancel
+touches nothing freed, and no other run's work. No group is made for a
+run: each drainer is cancelled on its own.
 
 Shared state (the next claim, the outcomes, the waiting consumer, the
 drainers left) is guarded by `_lock`, a _thread lock taken by `with`,
@@ -57,7 +59,9 @@ import concurrent.futures
 import time
 from concurrent.futures.thread import BrokenThreadPool
 
-from ._runtime import _RUN_TASK, Future, PoolClosedError, _strip
+from ._errors import PoolClosedError, strip
+from ._futures import Future
+from ._runtime import _RUN_TASK
 
 _ALL = -1   # what the consumer of outcomes() waits for: every drainer done
 
@@ -78,17 +82,15 @@ class MapRun:
         self._failure = None                  # why a drainer could not run, if one could not
         self.cancelled = False
         self._deadline = None if timeout is None else time.monotonic() + timeout
-        self._group = None
         count = min(runtime.num_threads, -(-len(calls) // chunksize))
         self._drainers = [Future(runtime, (self._drain, (), {})) for _ in range(count)]
         self._running = count                 # drainers not done (the ones never spawned are cancelled)
         for drainer in self._drainers:
             drainer.add_done_callback(self._drainer_done)
         try:
-            self._group = runtime.take_group()
             runtime.add_cancellable(self)
             for drainer in self._drainers:
-                runtime.spawn(drainer, _RUN_TASK, group=self._group)
+                runtime.spawn(drainer, _RUN_TASK, in_task_group=False)
         except PoolClosedError:
             if not any(map(_spawned, self._drainers)):
                 self._abandon()
@@ -135,7 +137,7 @@ class MapRun:
             try:
                 outcomes.append((True, fn(*args)))
             except BaseException as exc:   # everything, as a Future keeps it
-                outcomes.append((False, _strip(exc)))
+                outcomes.append((False, strip(exc)))
         return outcomes
 
     def _publish(self, lo, outcomes):
@@ -163,8 +165,6 @@ class MapRun:
             if self._waiter is not None:
                 self._wake()
         self._runtime.discard_cancellable(self)
-        if self._group is not None:   # after _running hit 0: cancel() leaves it alone
-            self._runtime.give_back_group(self._group)
 
     def _wake(self):
         """Releases the waiting consumer's lock (under _lock), once."""
@@ -174,13 +174,15 @@ class MapRun:
     # -- the consumer -----------------------------------------------------
 
     def cancel(self):
-        """The calls that have not started are skipped; running ones finish."""
+        """The calls that have not started are skipped; running ones finish.
+        The claims stop first: an interrupt before every drainer's task is
+        cancelled leaves drainers that start, find nothing to claim and end."""
         with self._lock:
-            if self._running == 0:   # nothing left to skip, and the group is no longer ours
+            if self._running == 0:   # nothing left to skip
                 return
             self.cancelled = True
-            if self._group is not None:
-                self._runtime.cancel_group(self._group)
+        for drainer in self._drainers:
+            drainer._cancel_task()   # not started: skipped; running: its loops stop starting pieces
 
     def results(self):
         """The results in order; raises a call's exception when reaching it."""

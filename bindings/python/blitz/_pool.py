@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, List, Optional, Tuple
 
+from ._arguments import check_callable
+from ._errors import BlitzError, raise_stored
+from ._futures import Future
 from ._map import MapRun
 from ._operate import PoolOperations
-from ._runtime import (BlitzError, Future, Runtime, check_callable, raise_stored)
+from ._runtime import Runtime
 
 Task = Future  # what Pool.spawn returns: a standard concurrent.futures.Future
 

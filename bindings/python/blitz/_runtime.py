@@ -1,5 +1,7 @@
 """The core under blitz.Executor and blitz.Pool: one libblitz pool driven
-from Python through ctypes, and the Future its tasks complete.
+from Python through ctypes. The Future its tasks complete is in
+_futures.py, the checks of arguments and the pins of C arguments in
+_arguments.py; this module makes every libblitz call of the binding.
 
 How work reaches a worker. C calls back through module-level ctypes
 trampolines (_RUN_TASK, a blz_fn; _TASK_DONE, a blz_done_fn; the thread
@@ -15,18 +17,32 @@ blz_spawn_ex with on_done = _TASK_DONE. On a worker, _RUN_TASK runs the
 callable (after the standard set_running_or_notify_cancel) and keeps its
 outcome; then the task's on_done, on the same worker, unregisters the
 Future and completes it (set_result, set_exception, or cancelled when the
-task's group was cancelled before it started). C tasks (submit_c) have the
-user's function pointer as blz_fn and the same on_done. Nothing polls.
+task, or its group, was cancelled before it started). C tasks (submit_c)
+have the user's function pointer as blz_fn and the same on_done. Nothing
+polls. Every task submitted is in the pool's task group, which
+shutdown(cancel_futures=True) cancels.
 
 Handles. Each task is spawned with a blz_task handle, so that a worker of
 the same pool that waits for the Future can wait in C, running the pool's
 other jobs meanwhile (blz_task_wait_for), instead of blocking a worker the
-task may need. blz_spawn_ex writes the handle straight into the Future's
-_task_cell. Exactly one party frees it, decided under the Future's
-_handle_lock: a waiter takes it (blz_task_wait_for frees it unless it
-timed out, and then the waiter gives it back, and detaches it if on_done
-has passed meanwhile); otherwise on_done detaches it. Dropped Futures leak
-nothing and need no reaper.
+task may need, and so that the task can be cancelled on its own
+(blz_task_cancel). blz_spawn_ex writes the handle straight into the
+Future's _task_cell. Exactly one party frees it, decided under the
+Future's _handle_lock: a waiter takes it (blz_task_wait_for frees it
+unless it timed out, and then the waiter gives it back, and detaches it if
+on_done has passed meanwhile); otherwise on_done detaches it. A cancel
+uses it under the same lock, only while neither has taken it. Dropped
+Futures leak nothing and need no reaper.
+
+Cancelling. Future.cancel() cancels its task's handle (the trampoline's
+set_running_or_notify_cancel is what guarantees that a cancelled Future's
+callable never runs; the C cancel spares the trampoline's start). A
+parallel_for from outside the pool (KernelRun) is a task of its own, in
+no group, whose handle Ctrl-C cancels: its blz_parallel_for stops starting
+pieces. A map run (_map.py) stops its claims and cancels its drainers'
+handles. shutdown(cancel_futures=True) cancels the task group and every
+map run. No task waits in a group of its own: the only group is the task
+group, made with the pool and freed after it.
 
 The GIL. Calls that may wait go through _capi.lib (ctypes.CDLL), which
 releases the GIL, since what they wait for may need it. Short calls that
@@ -43,7 +59,7 @@ from its spawn until its on_done has completed its Future. A unit is a
 lock of its own, held while it lasts and listed in Runtime._units.
 close() refuses new units from outside, waits (interruptibly) for every
 listed unit's lock, and only then destroys the pool; a task may spawn
-more while it runs, since its own unit is still listed. The groups are
+more while it runs, since its own unit is still listed. The task group is
 freed after the pool. A buffer passed as a C argument stays exported
 (pinned, so that a bytearray cannot move) until the C code that uses it
 has returned. Runtimes left open are closed by an atexit handler, before
@@ -64,253 +80,66 @@ binding keeps its state whole at each such point by four rules:
      __enter__ takes it, and any exception after that reaches its (C)
      __exit__. No threading.Condition: its __enter__ is Python, and an
      interrupt after its lock is taken and before `with` owns it leaves
-     the lock held for ever. A Future's condition gets C-level
-     __enter__/__exit__ (_Condition).
+     the lock held for ever. The standard Future keeps its state under
+     one, so blitz.Future keeps a state of its own under a _thread lock,
+     and the main thread never enters the standard part (_futures.py).
   2. A unit is given back by releasing its lock, one C call at the head
      of the `with`, finally or on_done that owns it; close() waits for
      each unit's lock, never for a count that an interrupted decrement
      could leave wrong.
   3. What C creates is recorded before the call, in a ctypes cell the
-     call itself writes (the pool, each group, each task's handle): an
-     interrupt after the call returns loses nothing, and a caller's
+     call itself writes (the pool, the task group, each task's handle):
+     an interrupt after the call returns loses nothing, and a caller's
      finally asks the cell whether the call happened.
   4. What C frees is taken out of its record first, with no such point
      between that and the call (take-then-call): freed exactly once.
 Steps that cannot be one C call are ordered so that an interrupt between
-them leaves only work that the next close() or the exit handler finishes,
-or a spare group not reused before the pool closes: never a held lock, a
-unit counted for nothing, a double free or a Future that cannot
-complete. tests/ctrl_c_child.py raises KeyboardInterrupt at every such
-point of the main thread's calls, in turn, and checks this. Two Ctrl-C
-in a row may still land in an interrupted call's own cleanup (a group
-not given back, a map's or loop's calls not cancelled): a leak until the
-pool closes, or work that runs to its end, never a crash or a wedge.
+them leaves only work that the next close() or the exit handler finishes:
+never a held lock, a unit counted for nothing, a double free or a Future
+that cannot complete. tests/ctrl_c_child.py raises KeyboardInterrupt at
+every such point of the main thread's calls, in turn, and checks this.
+Two Ctrl-C in a row may still land in an interrupted call's own cleanup
+(a map's or loop's calls not cancelled, a cancelled Future's done
+callbacks not called): work that runs to its end, never a crash or a
+wedge.
 
 Free-threaded CPython. Shared state is guarded by locks, never by the GIL:
-_Runtime._mutex guards its state and groups; a Future's _handle_lock its
-handle; _units, _callbacks and the other registries are sets, dicts and
-lists used by single operations (each atomic in both builds, under the
-object's own lock there). Python callables then really run on all
-workers at once.
+Runtime._mutex guards its state and the task group; a Future's
+_handle_lock its handle and _state_lock its state; _units, _callbacks and
+the other registries are sets, dicts and lists used by single operations
+(each atomic in both builds, under the object's own lock there). Python
+callables then really run on all workers at once.
 """
 from __future__ import annotations
 
 import _thread
 import atexit
-import collections
 import concurrent.futures
 import ctypes
 import logging
-import math
-import operator
 import os
 import signal
 import sys
 import threading
 from ctypes import byref, c_int, c_void_p
-from concurrent.futures.thread import BrokenThreadPool
 
 from . import _capi
-from ._capi import (BLZ_ECANCELED, BLZ_EDEADLK, BLZ_EFORK, BLZ_ESHUTDOWN, BLZ_ETIMEDOUT,
-                    BLZ_MAX_THREADS, BLZ_OK, DONE_FN, FN, RANGE_FN, THREAD_FN, PoolConfig,
-                    SpawnOptions, Stats)
+from ._arguments import (NO_PIN, c_argument, check_c_function, check_callable, index_argument,
+                         size_argument)
+from ._capi import (BLZ_EDEADLK, BLZ_EFORK, BLZ_MAX_THREADS, BLZ_OK, DONE_FN, FN, RANGE_FN,
+                    THREAD_FN, PoolConfig, SpawnOptions, Stats)
+from ._errors import BlitzError, PoolClosedError, check, raise_stored, strip
+from ._futures import Future
 
 _lib = _capi.lib
 _held = _capi.held
-_SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
-_UINTPTR_MAX = (1 << (8 * ctypes.sizeof(c_void_p))) - 1
-_NO_DEADLINE = (1 << 64) - 1
 _LOGGER = logging.getLogger("concurrent.futures")  # where the standard executors log
 
-
-# ---------------------------------------------------------------- errors
-
-class BlitzError(Exception):
-    """A libblitz call failed. .status is the blz_status, .name its name ("BLZ_EINVAL")."""
-
-    def __init__(self, status, message=None):
-        self.status = int(status)
-        self.name = _capi.status_name(self.status)
-        self.message = message
-        text = _capi.status_string(self.status)
-        super().__init__(f"{message}: {text}" if message else text)
-
-    def __reduce__(self):
-        return (type(self), (self.status, self.message))
-
-
-class PoolClosedError(BlitzError):
-    """The pool is closed or closing; status is BLZ_ESHUTDOWN."""
-
-    def __init__(self, status=BLZ_ESHUTDOWN, message="the pool is closed"):
-        super().__init__(status, message)
-
-
-def check(status, what):
-    if status == BLZ_OK:
-        return
-    if status == BLZ_ESHUTDOWN:
-        raise PoolClosedError(status, what)
-    raise BlitzError(status, what)
-
-
-def _strip(exc):
-    """Drops the trampoline's own frame from exc's traceback (the frames of
-    the user's code stay) and with it a reference cycle through the record."""
-    tb = exc.__traceback__
-    if tb is not None:
-        exc.__traceback__ = tb.tb_next
-    return exc
-
-
-# ---------------------------------------------------------------- argument checks
-
-def check_callable(fn, what):
-    if not callable(fn):
-        raise TypeError(f"{what} must be callable, not {type(fn).__name__}")
-
-
-def index_argument(value, what):
-    if isinstance(value, bool) or not hasattr(type(value), "__index__"):
-        raise TypeError(f"{what} must be an int, not {type(value).__name__}")
-    return operator.index(value)
-
-
-def size_argument(value, what):
-    value = index_argument(value, what)
-    if not 0 <= value <= _SIZE_MAX:
-        raise ValueError(f"{what} must be in 0..{_SIZE_MAX}, not {value}")
-    return value
-
-
-def timeout_argument(timeout):
-    """None, or the timeout in seconds as a float >= 0 (a negative one is 0, as
-    the standard Future treats it)."""
-    if timeout is None:
-        return None
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
-        raise TypeError(f"timeout must be a number or None, not {type(timeout).__name__}")
-    if math.isnan(timeout):
-        raise ValueError("timeout must not be NaN")
-    return max(0.0, float(timeout))
-
-
-def _wraps_python(fnptr, depth=0):
-    """Whether a ctypes function pointer calls a Python function (a ctypes thunk)."""
-    objects = getattr(fnptr, "_objects", None)
-    if not isinstance(objects, dict) or depth > 4:
-        return False
-    for value in objects.values():
-        if type(value).__name__ == "CThunkObject":
-            return True
-        if isinstance(value, ctypes._CFuncPtr) and value is not fnptr and _wraps_python(value, depth + 1):
-            return True
-    return False
-
-
-def check_c_function(fnptr, fn_type, what):
-    """Raises unless fnptr is a non-NULL fn_type pointer to a C function."""
-    if not isinstance(fnptr, fn_type):
-        raise TypeError(f"{what} must be a blitz.{_TYPE_NAMES[fn_type]} (ctypes.cast converts "
-                        f"a function pointer), not {type(fnptr).__name__}")
-    if _capi.null_pointer(fnptr):
-        raise ValueError(f"{what} is a NULL function pointer")
-    if _wraps_python(fnptr):
-        raise TypeError(f"{what} wraps a Python function, whose exceptions ctypes would "
-                        "swallow: pass the Python callable itself")
-
-
-_TYPE_NAMES = {RANGE_FN: "RANGE_FN", FN: "TASK_FN"}
-
-
-# ---------------------------------------------------------------- C arguments
-
-class _PyBuffer(ctypes.Structure):
-    """CPython's Py_buffer (stable since 3.3, in the limited API since 3.11)."""
-    _fields_ = [("buf", c_void_p), ("obj", c_void_p), ("len", ctypes.c_ssize_t),
-                ("itemsize", ctypes.c_ssize_t), ("readonly", c_int), ("ndim", c_int),
-                ("format", ctypes.c_char_p), ("shape", c_void_p), ("strides", c_void_p),
-                ("suboffsets", c_void_p), ("internal", c_void_p)]
-
-
 _python = ctypes.PyDLL(None)  # the interpreter's own C API; calls keep the GIL
-_python.PyObject_GetBuffer.argtypes = [ctypes.py_object, ctypes.POINTER(_PyBuffer), c_int]
-_python.PyObject_GetBuffer.restype = c_int
-_python.PyBuffer_Release.argtypes = [ctypes.POINTER(_PyBuffer)]
-_python.PyBuffer_Release.restype = None
 _python.PyGILState_Ensure.argtypes = []
 _python.PyGILState_Ensure.restype = c_int
 _python.PyGILState_Release.argtypes = [c_int]
 _python.PyGILState_Release.restype = None
-_PyBUF_C_CONTIGUOUS = 0x38  # PyBUF_STRIDES | 0x20: one block of memory, in C order
-
-
-class _Pin:
-    """Keeps a C argument's memory valid and in place until release().
-
-    For a buffer object it holds a buffer export (PyObject_GetBuffer): the
-    object stays alive and cannot move or resize (a bytearray refuses to)
-    while C code uses the address. For a ctypes object it holds a reference.
-
-    The export is made into the pin's own Py_buffer (export()), so that no
-    interrupt can come between taking it and the pin owning it; releasing
-    an export that was never made, or twice, does nothing (PyBuffer_Release
-    clears the view's object)."""
-    __slots__ = ("address", "_obj", "_view")
-
-    def __init__(self, address, obj=None, view=None):
-        self.address = address
-        self._obj = obj
-        self._view = view
-
-    def export(self, arg):
-        """Exports arg's buffer into this pin (a pin made with view=_PyBuffer())."""
-        _python.PyObject_GetBuffer(arg, byref(self._view), _PyBUF_C_CONTIGUOUS)
-        self.address = self._view.buf
-
-    def release(self):
-        view = self._view
-        if view is not None:
-            _python.PyBuffer_Release(byref(view))   # first: cleared once it has run
-        self._view = self._obj = None
-
-    def __del__(self):  # a backstop: a pin an interrupt dropped is released here
-        if getattr(self, "_view", None) is not None:
-            self.release()
-
-
-_NO_PIN = _Pin(None)
-
-
-def c_argument(arg):
-    """The _Pin of a C function's argument: None (NULL), an int address, a
-    ctypes object (a pointer passes its value, any other object its address),
-    or an object with a C-contiguous buffer (numpy array, bytearray,
-    memoryview, bytes) whose address is passed."""
-    if arg is None:
-        return _NO_PIN
-    if isinstance(arg, bool):
-        raise TypeError("arg must not be a bool")
-    if isinstance(arg, int):
-        if not 0 <= arg <= _UINTPTR_MAX:
-            raise ValueError(f"an int arg is an address in 0..{_UINTPTR_MAX}, not {arg}")
-        return _Pin(arg or None)
-    if isinstance(arg, ctypes._CFuncPtr):
-        raise TypeError("arg is a function pointer; pass data (an address, a buffer, a ctypes object)")
-    if isinstance(arg, (ctypes._Pointer, c_void_p, ctypes.c_char_p, ctypes.c_wchar_p)):
-        return _Pin(ctypes.cast(arg, c_void_p).value, obj=arg)
-    if isinstance(arg, (ctypes._SimpleCData, ctypes.Array, ctypes.Structure, ctypes.Union)):
-        return _Pin(ctypes.addressof(arg), obj=arg)
-    pin = _Pin(None, view=_PyBuffer())
-    try:
-        pin.export(arg)
-    except BufferError as exc:
-        raise ValueError(f"arg's buffer cannot be passed to C: {exc}") from None
-    except TypeError:
-        raise TypeError("arg must be None, an int address, a ctypes object or an object with a "
-                        f"C-contiguous buffer (numpy array, bytearray, memoryview), not "
-                        f"{type(arg).__name__}") from None
-    return pin
 
 
 # ---------------------------------------------------------------- callbacks from C
@@ -367,192 +196,6 @@ def _spawn_scratch():
 _allocate_lock = _thread.allocate_lock
 
 
-# ---------------------------------------------------------------- Future
-
-_release_lock = operator.methodcaller("release")
-_release_saving = operator.methodcaller("_release_save")
-
-
-class _Condition(threading.Condition):
-    """A threading.Condition (over an RLock) that an interrupt on the
-    waiting thread cannot leave half-changed (see the module's "Interrupts").
-
-    threading.Condition's methods are Python: an interrupt right after
-    __enter__'s acquire returned leaves the lock held by a `with` that
-    never began, and the worker that completes the Future then blocks on
-    it for ever; one right after wait() released the lock, before its
-    `try`, makes `with` release a lock it no longer holds (RuntimeError
-    instead of the KeyboardInterrupt); one inside notify_all wakes only
-    some waiters. Here __enter__ and __exit__ are the lock's own C
-    methods, found through a C attrgetter; wait() releases the lock and
-    keeps its state in one C call inside its `try`, and takes it back
-    with the RLock's uninterruptible _acquire_restore; notify_all takes
-    the waiters out, then wakes them all in one C call. A Future's
-    condition becomes one by a change of class (no new lock)."""
-
-    __enter__ = property(operator.attrgetter("_lock.__enter__"))
-    __exit__ = property(operator.attrgetter("_lock.__exit__"))
-
-    def wait(self, timeout=None):
-        if not self._is_owned():
-            raise RuntimeError("cannot wait on un-acquired lock")
-        waiter = _allocate_lock()
-        waiter.acquire()
-        self._waiters.append(waiter)   # an interrupt from here to the try: a stale waiter, harmless
-        release = map(_release_saving, (self._lock,))   # lazy: nothing happens yet
-        saved = []
-        gotit = False
-        try:
-            saved.extend(release)   # releases the lock and keeps its state: one C call
-            if timeout is None:
-                waiter.acquire()
-                gotit = True
-            elif timeout > 0:
-                gotit = waiter.acquire(True, timeout)
-            else:
-                gotit = waiter.acquire(False)
-            return gotit
-        finally:
-            if saved:
-                self._acquire_restore(saved[0])   # C, blocking, not interruptible
-            if not gotit:
-                try:
-                    self._waiters.remove(waiter)
-                except ValueError:
-                    pass
-
-    def notify_all(self):
-        wake_all = map(_release_lock, self._waiters)   # lazy: nothing happens yet
-        self._waiters = collections.deque()
-        collections.deque(wake_all, 0)                 # one C call, no interrupt point inside
-
-
-class Future(concurrent.futures.Future):
-    """A standard concurrent.futures.Future whose task runs on a libblitz pool.
-
-    It is completed by the task's completion callback (on_done), on the
-    worker that ran the task. result() and exception() called on a worker
-    of the same pool wait in C and run the pool's other jobs meanwhile, so
-    that waiting for a subtask never takes a worker away from it; they raise
-    BlitzError (BLZ_EDEADLK) when a task waits for its own Future.
-    """
-
-    def __init__(self, runtime, work=None, pin=_NO_PIN):
-        super().__init__()
-        self._condition.__class__ = _Condition
-        self._runtime = runtime
-        self._is_c_task = work is None
-        self._work = work        # (fn, args, kwargs) of a Python task until it starts
-        self._pin = pin          # a C task's argument, released when it is done
-        self._outcome = None     # (True, value) or (False, exception), set by _run
-        self._unit = None        # the unit of busy the task holds until its on_done
-        self._task_cell = c_void_p()   # blz_spawn_ex writes the handle here: the task exists
-        self._handle_lock = _allocate_lock()
-        self._handle_taken = False     # a waiter or on_done has the handle (under _handle_lock)
-        self._settled = False          # on_done has run (under _handle_lock)
-
-    def cancel(self):
-        """Cancels the task if it has not started; returns whether it is
-        cancelled. A C task (submit_c) cannot be cancelled on its own, since
-        nothing runs between its start and its C function: False."""
-        if self._is_c_task:
-            return self.cancelled()
-        return super().cancel()
-
-    def result(self, timeout=None):
-        self._wait_in_c(timeout)
-        return super().result(timeout)
-
-    def exception(self, timeout=None):
-        self._wait_in_c(timeout)
-        return super().exception(timeout)
-
-    # -- the handle (on the workers: no interrupt reaches this) -------------
-
-    def _wait_in_c(self, timeout):
-        """On a worker of the task's pool: waits in blz_task_wait_for, which
-        runs other jobs meanwhile; elsewhere the standard wait does."""
-        if not self._runtime.is_own_worker() or self.done():
-            return
-        timeout = timeout_argument(timeout)
-        with self._handle_lock:
-            handle = None if self._handle_taken else self._task_cell.value
-            if handle is None:   # another waiter has it, on_done has passed, or no task yet
-                return
-            self._handle_taken = True
-        ns = _NO_DEADLINE if timeout is None else min(int(timeout * 1e9), _NO_DEADLINE - 1)
-        status = _lib.blz_task_wait_for(handle, ns)
-        if status == BLZ_ETIMEDOUT or status == BLZ_EDEADLK:   # the handle is still valid
-            self._give_back_handle(handle)
-            if status == BLZ_EDEADLK:
-                raise BlitzError(status, "a task waits for its own result, or for work it is part of")
-            raise concurrent.futures.TimeoutError()
-        # The task has finished: its on_done completed this Future before the wait returned.
-
-    def _give_back_handle(self, handle):
-        """After a wait that did not free the handle: for the next waiter,
-        or detached here if on_done passed meanwhile."""
-        with self._handle_lock:
-            detach = self._settled
-            self._handle_taken = detach
-        if detach:
-            _held.blz_task_detach(handle)
-
-    # -- on the worker -----------------------------------------------------
-
-    def _run(self):
-        """A Python task's body (through _RUN_TASK)."""
-        work, self._work = self._work, None
-        if not self.set_running_or_notify_cancel():   # cancelled while queued
-            return
-        broken = self._runtime.broken
-        if broken is not None:
-            self._outcome = (False, BrokenThreadPool(broken))
-            return
-        fn, args, kwargs = work
-        try:
-            self._outcome = (True, fn(*args, **kwargs))
-        except BaseException as exc:  # everything: nothing may propagate into C
-            self._outcome = (False, _strip(exc))
-
-    def _settle(self, status):
-        """The task's on_done: completes the Future, frees the handle unless a
-        waiter holds it, and gives back the task's unit of busy."""
-        try:
-            with self._handle_lock:
-                handle = None if self._handle_taken else self._task_cell.value
-                self._handle_taken = self._settled = True
-            if handle is not None:
-                _held.blz_task_detach(handle)
-            pin, self._pin = self._pin, None
-            if pin is not None:
-                pin.release()
-            self._complete(status)
-        finally:
-            self._runtime.give_back(self._unit)
-
-    def _complete(self, status):
-        outcome, self._outcome = self._outcome, None
-        if self.cancelled():               # cancelled while queued: _run saw it and notified
-            return
-        if status == BLZ_OK:
-            if outcome is None:            # a C task
-                self.set_result(None)
-            elif outcome[0]:
-                self.set_result(outcome[1])
-            else:
-                self.set_exception(outcome[1])
-        elif status == BLZ_ECANCELED:      # skipped: its group was cancelled before it started
-            broken = self._runtime.broken
-            if broken is not None:
-                self.set_exception(BrokenThreadPool(broken))
-            else:
-                super().cancel()
-                self.set_running_or_notify_cancel()   # tells wait() and as_completed()
-        else:                              # a C task that failed (blz_fail, a C++ exception)
-            self.set_exception(BlitzError(status, "the C task failed"))
-
-
 # ---------------------------------------------------------------- jobs a worker runs inline
 
 class _Half:
@@ -567,7 +210,7 @@ class _Half:
         try:
             self.outcome = (True, self.fn())
         except BaseException as exc:
-            self.outcome = (False, _strip(exc))
+            self.outcome = (False, strip(exc))
 
 
 class _RangeBody:
@@ -586,14 +229,7 @@ class _RangeBody:
         except BaseException as exc:
             with self.lock:  # keep the exception of the lowest piece: deterministic
                 if self.exc is None or lo < self.exc_lo:
-                    self.exc, self.exc_lo = _strip(exc), lo
-
-
-def raise_stored(exc):
-    try:
-        raise exc
-    finally:
-        exc = None  # no cycle through this frame
+                    self.exc, self.exc_lo = strip(exc), lo
 
 
 # ---------------------------------------------------------------- the runtime
@@ -618,12 +254,10 @@ class Runtime:
         self._ptr = None          # the pool, once created (a copy of _pool_cell's value)
         self._pool_cell = c_void_p()   # blz_pool_create writes the pool here; _destroy takes it out
         self._key = id(self)
-        self._mutex = _allocate_lock()           # guards _state, the group cells, broken
+        self._mutex = _allocate_lock()           # guards _state, the task group's cell, broken
         self._destroy_mutex = _allocate_lock()   # the closer that destroys holds it
         self._units = set()       # the lock of each unit of busy (see the module's docstring)
-        self._group_cells = []    # a c_void_p per group made, freed after the pool
-        self._spare_groups = []   # cells of groups of finished runs, for the next one
-        self._task_group_cell = None
+        self._task_group_cell = c_void_p()   # blz_group_create_ex writes it; freed after the pool
         self._cancellables = set()  # map runs that cancel_queued cancels (MapRun)
         self.broken = None        # why the pool is unusable (an initializer raised), else None
         self.name = name
@@ -669,15 +303,15 @@ class Runtime:
             self.num_threads = _held.blz_pool_num_threads(self._ptr)
             self._state = _OPEN
         try:
-            group = self._new_group()
+            check(self.call_admitted(_held.blz_group_create_ex, self._ptr, 0, byref(self._task_group_cell)),
+                  "blz_group_create_ex")
         except BaseException:
             self.close()
             raise
         with self._mutex:
-            self._task_group_cell = group
             broken = self.broken
         if broken is not None:   # an initializer failed before the group existed
-            self.cancel_group(group)
+            self._cancel_task_group()
 
     # -- workers --------------------------------------------------------
 
@@ -707,9 +341,7 @@ class Runtime:
         with self._mutex:
             if self.broken is None:
                 self.broken = why
-            group = self._task_group_cell
-        if group is not None:   # queued tasks are skipped, and fail with BrokenThreadPool
-            self.cancel_group(group)
+        self._cancel_task_group()   # queued tasks are skipped, and fail with BrokenThreadPool
 
     def is_own_worker(self):
         """Whether the calling thread is one of this pool's workers."""
@@ -764,9 +396,10 @@ class Runtime:
 
     # -- tasks ------------------------------------------------------------
 
-    def spawn(self, future, fn, arg=None, group=None):
+    def spawn(self, future, fn, arg=None, in_task_group=True):
         """Spawns fn (a blz_fn) as a task whose on_done completes future, in
-        group (a cell from take_group; default: the pool's task group); arg
+        the pool's task group (or, in_task_group False, in no group: a map
+        run's drainer or a kernel run, which cancel their own tasks); arg
         None passes the future's key (Python tasks). Raises, with nothing
         spawned, on failure. An interrupt may also come once the task exists
         (future._task_cell is set): it then runs and completes future."""
@@ -781,8 +414,7 @@ class Runtime:
                 raise PoolClosedError()
             _callbacks[key] = future
             options, options_address = scratch = _spawn_scratch()
-            group = self._task_group_cell if group is None else group
-            options.group = None if group is None else group.value   # alive: we hold a unit
+            options.group = self._task_group_cell.value if in_task_group else None   # alive: we hold a unit
             options.done_arg = key
             status = _held.blz_spawn_ex(self._ptr, fn, key if arg is None else arg, options_address,
                                         ctypes.addressof(task))
@@ -806,7 +438,7 @@ class Runtime:
     def submit_c(self, cfunc, arg):
         """cfunc(arg) as a task, called by the worker directly; returns its Future."""
         check_c_function(cfunc, FN, "cfunc")
-        pin = c_argument(arg)    # if an interrupt loses it before the try, _Pin.__del__ releases it
+        pin = c_argument(arg)    # if an interrupt loses it before the try, Pin.__del__ releases it
         future = Future(self, None, pin)
         try:
             self.spawn(future, cfunc, pin.address or 0)
@@ -819,9 +451,7 @@ class Runtime:
     def cancel_queued(self):
         """Cancels the task group and the map runs: the tasks and calls that
         have not started are skipped."""
-        group = self._task_group_cell
-        if group is not None:
-            self.cancel_group(group)
+        self._cancel_task_group()
         for run in list(self._cancellables):
             run.cancel()
 
@@ -866,42 +496,31 @@ class Runtime:
             status = KernelRun(self, loop).run()
         loop.raise_for(status)
 
-    # -- groups ---------------------------------------------------------
+    # -- the task group and task handles ----------------------------------
 
-    def _new_group(self):
-        """The cell of a new group. The cell is recorded before the group
-        exists (blz_group_create_ex writes it), so none is lost to an interrupt."""
-        self.ensure_usable()   # no cell recorded for a pool that refuses anyway
-        cell = c_void_p()
-        self._group_cells.append(cell)
-        check(self.call_admitted(_held.blz_group_create_ex, self._ptr, 0, byref(cell)), "blz_group_create_ex")
-        return cell
-
-    def take_group(self):
-        """The cell of a group of no unfinished task and not cancelled, for
-        one run; give it back with give_back_group once its tasks are done.
-        A cell an interrupt loses is only not reused: the group is freed
-        with the pool."""
-        try:
-            cell = self._spare_groups.pop()
-        except IndexError:
-            return self._new_group()
-        # Resets a cancellation; BLZ_ETIMEDOUT: its last task is still ending.
-        if self.call_admitted(_lib.blz_group_wait_for, cell.value, 0) != BLZ_ETIMEDOUT:
-            return cell
-        self.give_back_group(cell)
-        return self._new_group()
-
-    def give_back_group(self, cell):
-        self._spare_groups.insert(0, cell)   # reused last: its last task has time to end
-
-    def cancel_group(self, cell):
-        """Tasks of the group that have not started are skipped. Harmless
-        once the group is freed: the cell is empty then."""
-        with self._mutex:   # groups are freed under it: this one stays alive until the cancel returns
-            group = cell.value
+    def _cancel_task_group(self):
+        """Tasks of the task group that have not started are skipped.
+        Harmless before the group exists and once it is freed: the cell is
+        empty then."""
+        with self._mutex:   # the group is freed under it: alive until the cancel returns
+            group = self._task_group_cell.value
             if group:
                 _held.blz_group_cancel(group)
+
+    # A Future's calls on its task's handle (_futures.py says when each is
+    # allowed): made here, where every call into libblitz is made.
+
+    @staticmethod
+    def task_wait_for(handle, timeout_ns):
+        return _lib.blz_task_wait_for(handle, timeout_ns)
+
+    @staticmethod
+    def task_detach(handle):
+        _held.blz_task_detach(handle)
+
+    @staticmethod
+    def task_cancel(handle):
+        _held.blz_task_cancel(handle)
 
     # -- the rest -------------------------------------------------------
 
@@ -991,7 +610,7 @@ class Runtime:
                 self._units.discard(unit)
 
     def _destroy(self):
-        """Frees the pool, then its groups, then forgets the runtime; each
+        """Frees the pool, then its task group, then forgets the runtime; each
         step once. A step that an interrupt skipped is done by the next
         close() (or the exit handler), which comes here again."""
         with self._destroy_mutex:   # one closer frees; the others wait here and find it done
@@ -1003,18 +622,18 @@ class Runtime:
                 if status not in (BLZ_OK, BLZ_EFORK):   # nothing changed (blitz.h): a later close retries
                     self._pool_cell.value = pool
                     raise BlitzError(status, "blz_pool_destroy")
-            self._free_groups()
+            self._free_task_group()
             self._forget()
         if status == BLZ_EFORK:
             raise BlitzError(status, "closing in a child process: the workers were the parent's")
 
-    def _free_groups(self):
-        for cell in self._group_cells:
-            with self._mutex:   # cancel_group reads a cell under it
-                group = cell.value
-                cell.value = None   # take-then-call
-                if group:
-                    _lib.blz_group_destroy(group)   # every task has finished: no wait blocks
+    def _free_task_group(self):
+        cell = self._task_group_cell
+        with self._mutex:   # _cancel_task_group reads the cell under it
+            group = cell.value
+            cell.value = None   # take-then-call
+            if group:
+                _lib.blz_group_destroy(group)   # every task has finished: no wait blocks
 
     def _forget(self):
         _callbacks.pop(self._key, None)   # the hooks' record: the workers are joined
@@ -1058,7 +677,7 @@ class LoopCall:
             check_callable(body, "body")
             if arg is not None:
                 raise TypeError("arg is for C bodies; a Python body gets (lo, hi) only")
-            self.python_body, self.pin = _RangeBody(body), _NO_PIN
+            self.python_body, self.pin = _RangeBody(body), NO_PIN
             self.c_body, self.c_arg = _RUN_RANGE, id(self.python_body)
 
     def __call__(self):
@@ -1086,14 +705,15 @@ class LoopCall:
 
 
 class KernelRun:
-    """A C kernel (or any blocking loop) run as a task of a group of its own,
-    so that it can be cancelled: for parallel_for from outside the pool and
-    for blitz.aio."""
+    """A C kernel (or any blocking loop) run as a task of its own, so that
+    it can be cancelled (blz_task_cancel: its blz_parallel_for stops
+    starting pieces): for parallel_for from outside the pool and for
+    blitz.aio. The task is in no group: shutdown(cancel_futures=True)
+    skips what was queued, not a loop that a caller waits for."""
 
     def __init__(self, runtime, loop):
         self.runtime = runtime
         self.loop = loop
-        self.group = None
         self.future = Future(runtime, (loop, (), {}))
 
     def started(self):
@@ -1103,14 +723,12 @@ class KernelRun:
     def start(self):
         """Spawns the loop's task and returns self. If no task comes of it
         (a failure, or an interrupt before it exists), releases what the
-        loop holds and gives the group back before raising."""
+        loop holds before raising."""
         try:
-            self.group = self.runtime.take_group()
-            self.runtime.spawn(self.future, _RUN_TASK, group=self.group)
+            self.runtime.spawn(self.future, _RUN_TASK, in_task_group=False)
         except BaseException:
             if not self.started():
                 self.loop.release()
-                self.give_back_group()
             raise
         return self
 
@@ -1132,37 +750,25 @@ class KernelRun:
 
     def cancel(self):
         """Pieces that have not started are skipped; running ones finish."""
-        if self.group is not None:
-            self.runtime.cancel_group(self.group)
+        self.future._cancel_task()
 
     def wait_quietly(self):
-        """Waits until the loop's task is done (run or skipped), then gives the group back."""
+        """Waits until the loop's task is done (run or skipped), then releases the loop."""
         try:
             self.future.exception()
         except concurrent.futures.CancelledError:   # skipped before it started
             pass
-        self.give_back_group()
+        self.release()
 
     def finished(self):
-        """The loop's status, once its task is done; gives the group back."""
-        self.give_back_group()
+        """The loop's status, once its task is done; releases the loop."""
+        self.release()
         return self.future.result()
 
-    def give_back_group(self):
-        group, self.group = self.group, None
-        if group is not None:
-            self.runtime.give_back_group(group)
-
-
-def _fail_in_forked_child(self):
-    self._condition = _Condition()
-    self._handle_lock = _allocate_lock()
-    self._handle_taken = True   # the parent's handle: nothing to free here
-    if not self.done():
-        self.set_exception(BlitzError(BLZ_EFORK, "the task was queued in the parent process"))
-
-
-Future._fail_in_forked_child = _fail_in_forked_child
+    def release(self):
+        """Once the loop's task is done: releases what a loop that never
+        ran still holds (the pin of its argument). Idempotent."""
+        self.loop.release()
 
 
 # ---------------------------------------------------------------- exit

@@ -33,7 +33,7 @@ async def parallel_for(executor, begin: int, end: int, kernel, arg=None, grain: 
     except asyncio.CancelledError:
         run.cancel()
         await asyncio.wait([done])   # until the running pieces have returned
-        run.give_back_group()
+        run.release()
         raise
     status = run.finished()
     if status == BLZ_ECANCELED:

@@ -504,6 +504,84 @@ class TestBlitzExecutor(unittest.TestCase):
             impl._held = real
         self.assertEqual(calls, [])
 
+    def test_cancel_before_start_skips_the_task_through_its_own_handle(self):
+        # The only worker is busy: the second task is queued when cancelled.
+        # cancel() cancels that task's handle (blz_task_cancel), no group is
+        # made or cancelled for it, the task is skipped in C (its on_done
+        # reports BLZ_ECANCELED: not even the trampoline ran), and wait()
+        # hears of the cancellation once the worker has skipped it, as it
+        # does from a standard executor's worker.
+        executor = self.make(max_workers=1)
+        gate = Gate()
+        self.addCleanup(gate.open)
+        running = executor.submit(gate, "ran")
+        self.assertTrue(gate.started.wait(GUARD))
+        ran, statuses, called_back = [], [], []
+        queued = executor.submit(ran.append, "the cancelled task ran")
+        settle = queued._settle
+        queued._settle = lambda status: (statuses.append(status), settle(status))
+        queued.add_done_callback(called_back.append)
+        calls, real = [], impl._held
+        try:
+            impl._held = _Spy(impl._held, ("blz_task_cancel", "blz_group_create_ex",
+                                           "blz_group_cancel"), calls)
+            self.assertTrue(queued.cancel())
+        finally:
+            impl._held = real
+        self.assertEqual(calls, ["blz_task_cancel"])
+        self.assertTrue(queued.cancelled() and queued.done())
+        self.assertEqual(called_back, [queued])   # at once, as the standard cancel() calls them
+        with self.assertRaises(cf.CancelledError):
+            queued.result(timeout=0)
+        gate.open()
+        finished, _ = cf.wait([queued, running], timeout=GUARD)
+        self.assertEqual(finished, {queued, running})
+        self.assertEqual(running.result(), "ran")
+        self.assertEqual(statuses, [blitz.BLZ_ECANCELED])
+        self.assertEqual(ran, [])
+
+    def test_map_runs_and_kernels_make_no_group(self):
+        # A map run's drainers and a parallel_for's task are cancelled
+        # through their own handles: the pool's task group is the only group.
+        executor = self.make()
+        calls, real = [], impl._held
+        try:
+            impl._held = _Spy(impl._held, ("blz_group_create_ex",), calls)
+            self.assertEqual(list(executor.map(abs, range(-20, 0), chunksize=3)),
+                             list(range(20, 0, -1)))
+            results = executor.map(abs, range(-20, 0))
+            self.assertEqual(next(results), 20)
+            results.close()   # stopped early: the calls not started are cancelled
+            seen = []
+            executor.parallel_for(0, 10, lambda lo, hi: seen.extend(range(lo, hi)))
+        finally:
+            impl._held = real
+        self.assertEqual(calls, [])
+        self.assertEqual(sorted(seen), list(range(10)))
+
+    @unittest.skipUnless(hasattr(os, "fork"), "no fork")
+    def test_a_pending_future_fails_in_a_forked_child(self):
+        executor = self.make(max_workers=1)
+        gate = Gate()
+        self.addCleanup(gate.open)
+        running = executor.submit(gate)
+        self.assertTrue(gate.started.wait(GUARD))
+        queued = executor.submit(int)
+        pid = os.fork()
+        if pid == 0:
+            code = 99
+            try:   # the parent's task will not end here: the Future fails at once
+                exc = queued.exception(timeout=GUARD)
+                code = 0 if isinstance(exc, blitz.BlitzError) and exc.status == blitz.BLZ_EFORK else 1
+                code = code or (0 if running.done() else 2)
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        self.assertTrue(os.WIFEXITED(status), f"the child ended by a signal: {status}")
+        self.assertEqual(os.WEXITSTATUS(status), 0)
+        gate.open()
+        self.assertEqual(queued.result(timeout=GUARD), 0)   # the parent's own Future ran
+
     def test_submit_after_shutdown_and_broken_messages(self):
         executor = blitz.Executor(1)
         executor.shutdown()
@@ -539,14 +617,16 @@ class TestBlitzExecutor(unittest.TestCase):
 
 
 class _Spy:
-    """Passes calls on to lib, recording the name of one function when it is called."""
+    """Passes calls on to lib, recording the name of one function (or of
+    each of a tuple of them) when it is called."""
 
     def __init__(self, lib, name, record):
-        self._lib, self._name, self._record = lib, name, record
+        self._lib, self._record = lib, record
+        self._names = name if isinstance(name, tuple) else (name,)
 
     def __getattr__(self, name):
         fn = getattr(self._lib, name)
-        if name != self._name:
+        if name not in self._names:
             return fn
 
         def spy(*args):
