@@ -1,5 +1,5 @@
-// The C++ layer's 0.2 members, include/blitz.hpp: task::wait_for,
-// is_ready and detach, spawn with a completion callback, group
+// The C++ layer's control of tasks and groups, include/blitz.hpp (since 0.2): task::wait_for,
+// is_ready, detach and cancel, spawn with a completion callback, group
 // cancellation (cancel, cancelled, blz::cancelled, cancel_on_failure,
 // wait_for), broadcast, and the trampolines reporting failures to the C
 // API with blz_fail. Built twice: as C++20 and as C++17.
