@@ -188,12 +188,13 @@ typedef struct blz_pool_config {
     /** sizeof(blz_pool_config); set by blz_pool_config_init. */
     uint32_t struct_size;
     /**
-     * 0: BLZ_NUM_THREADS if it parses to 1..65535, else the CPUs in the
-     * process's affinity mask. The process's mask is its main thread's
-     * (what taskset, numactl or an MPI launcher set), not the calling
-     * thread's: a pool made on a thread pinned to one CPU (a worker of a
-     * pinned pool, say) is not sized 1. Without a CPU list the workers run
-     * on the process's mask too.
+     * 0: the default size (blz_default_size): BLZ_NUM_THREADS if it
+     * parses to 1..65535, else the CPUs in the process's affinity mask, or
+     * fewer when the process's cgroup has a CPU quota (0.3). The process's
+     * mask is its main thread's (what taskset, numactl or an MPI launcher
+     * set), not the calling thread's: a pool made on a thread pinned to one
+     * CPU (a worker of a pinned pool, say) is not sized 1. Without a CPU
+     * list the workers run on the process's mask too.
      */
     uint32_t num_threads;
     /** Bytes of stack per worker; 0: the platform's default. */
@@ -413,6 +414,54 @@ BLZ_API blz_status blz_pool_destroy(blz_pool *pool);
  * @return its number of workers; 0 when pool is NULL.
  */
 BLZ_API uint32_t blz_pool_num_threads(const blz_pool *pool);
+
+/** blz_default_size's source: BLZ_NUM_THREADS chose the size (0.3). */
+#define BLZ_SIZE_FROM_ENVIRONMENT 1u
+/** blz_default_size's source: the CPUs in the process's affinity mask (0.3). */
+#define BLZ_SIZE_FROM_AFFINITY 2u
+/** blz_default_size's source: the cgroup CPU quota, below the affinity mask (0.3). */
+#define BLZ_SIZE_FROM_CPU_QUOTA 3u
+
+/**
+ * The default pool size and why (blz_default_size, 0.3). Set struct_size
+ * to sizeof(blz_default_size_info) before the call.
+ */
+typedef struct blz_default_size_info {
+    /** Set by the caller to sizeof(blz_default_size_info). */
+    uint32_t struct_size;
+    /** The workers a pool created now with num_threads 0 would get. */
+    uint32_t num_threads;
+    /** What decided it: BLZ_SIZE_FROM_ENVIRONMENT, _AFFINITY or _CPU_QUOTA. */
+    uint32_t source;
+    /** BLZ_NUM_THREADS as parsed: 1..65535, or 0 when unset or not such a number. */
+    uint32_t environment;
+    /** The CPUs in the process's affinity mask (at least 1). */
+    uint32_t affinity_cpus;
+    /** The CPU quota of the process's cgroup in whole CPUs, rounded up; 0: none. */
+    uint32_t quota_cpus;
+} blz_default_size_info;
+
+/**
+ * Reports the size a pool created now with num_threads 0 would get, and
+ * where it comes from. (0.3)
+ *
+ * The size is BLZ_NUM_THREADS when it parses to 1..65535 (an explicit
+ * choice, as num_threads is: it may exceed the CPUs); else the smaller of
+ * the CPUs in the process's affinity mask and the CPU quota of the
+ * process's cgroup. The quota is read from the cgroup the process is in
+ * (/proc/self/cgroup, the mounts in /proc/self/mountinfo), cgroup v2's
+ * cpu.max or v1's cpu.cfs_quota_us and cpu.cfs_period_us, the smallest
+ * over the cgroup and its ancestors, in whole CPUs rounded up (1.5 CPUs:
+ * 2). Everything is read at each call and each pool creation: a quota
+ * changed meanwhile applies to the next pool, never to one that exists.
+ *
+ * Any thread.
+ *
+ * @param out filled; its struct_size set by the caller.
+ * @return BLZ_OK; BLZ_EINVAL if out is NULL or its struct_size is smaller
+ *         than the 0.3 layout's (nothing is written).
+ */
+BLZ_API blz_status blz_default_size(blz_default_size_info *out);
 
 /**
  * Which of pool's workers the calling thread is. Any thread.

@@ -494,6 +494,17 @@ BLZ_API blz_status blz_task_detach(blz_task *task) {
     return blz::detach_task(reinterpret_cast<SpawnedJob *>(task));
 }
 
+BLZ_API blz_status blz_default_size(blz_default_size_info *out) {
+    if (out == nullptr || out->struct_size < sizeof(blz_default_size_info)) return BLZ_EINVAL;
+    const blz::DefaultSize size = blz::default_size();
+    out->num_threads = size.num_threads;
+    out->source = size.source;
+    out->environment = size.environment;
+    out->affinity_cpus = size.affinity_cpus;
+    out->quota_cpus = size.quota_cpus;
+    return BLZ_OK;
+}
+
 BLZ_API blz_status blz_task_cancel(blz_task *task) {
     if (task == nullptr) return BLZ_EINVAL;
     blz::cancel_task(reinterpret_cast<SpawnedJob *>(task));

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sched.h>
 
+#include "cpu_quota.hpp"
 #include "fault.hpp"
 #include "publish.hpp"
 #include "task.hpp"
@@ -106,11 +107,25 @@ static void add_times(blz_stats &stats, const PhaseTimes &times) {
     stats.sleep_ns += times.ns[static_cast<uint32_t>(Phase::kSleeping)];
 }
 
-uint32_t resolve_num_threads(uint32_t requested) {
-    if (requested != 0) return requested;
-    uint32_t from_env = num_threads_from_environment();
-    return from_env != 0 ? from_env : cpus_in_affinity_mask();
+DefaultSize default_size() {
+    DefaultSize size;
+    size.environment = num_threads_from_environment();
+    size.affinity_cpus = cpus_in_affinity_mask();
+    size.quota_cpus = cgroup_cpu_limit();
+    if (size.environment != 0) {
+        size.num_threads = size.environment;
+        size.source = BLZ_SIZE_FROM_ENVIRONMENT;
+    } else if (size.quota_cpus != 0 && size.quota_cpus < size.affinity_cpus) {
+        size.num_threads = size.quota_cpus;
+        size.source = BLZ_SIZE_FROM_CPU_QUOTA;
+    } else {
+        size.num_threads = size.affinity_cpus;
+        size.source = BLZ_SIZE_FROM_AFFINITY;
+    }
+    return size;
 }
+
+uint32_t resolve_num_threads(uint32_t requested) { return requested != 0 ? requested : default_size().num_threads; }
 
 Registry::Registry(uint32_t num_threads, const blz_pool_config &config, CpuList &&cpu_list)
     : cpu_list_(std::move(cpu_list)),

@@ -170,8 +170,21 @@ private:
     std::atomic<Latch *> adopted_returned_{nullptr};
 };
 
-// The number of workers a config asks for: its own, else BLZ_NUM_THREADS
-// when it parses to 1..65535, else the CPUs in the affinity mask.
+// The size of a pool created with num_threads 0, and where it comes from
+// (blz_default_size): BLZ_NUM_THREADS when it parses to 1..65535, else the
+// smaller of the CPUs in the affinity mask and the cgroup CPU quota
+// (cpu_quota.hpp). BLZ_NUM_THREADS is an explicit choice and wins, as a
+// pool's own num_threads does: it may also ask for more workers than CPUs.
+struct DefaultSize {
+    uint32_t num_threads = 0;
+    uint32_t source = 0;  // BLZ_SIZE_FROM_*
+    uint32_t environment = 0;
+    uint32_t affinity_cpus = 0;
+    uint32_t quota_cpus = 0;
+};
+DefaultSize default_size();
+
+// The number of workers a config asks for: its own, else default_size().
 uint32_t resolve_num_threads(uint32_t requested);
 
 }  // namespace blz

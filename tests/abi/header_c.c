@@ -32,6 +32,8 @@ ABI_ASSERT(BLZ_ECANCELED == -9, ecanceled);
 ABI_ASSERT(BLZ_GROUP_CANCEL_ON_FAILURE == 1u, group_cancel_on_failure);
 ABI_ASSERT(BLZ_SPAWN_HIGH_PRIORITY == 1u, spawn_high_priority);
 ABI_ASSERT(BLZ_SPAWN_DONE_AFTER_FINISH == 2u, spawn_done_after_finish);
+ABI_ASSERT(BLZ_SIZE_FROM_ENVIRONMENT == 1u && BLZ_SIZE_FROM_AFFINITY == 2u && BLZ_SIZE_FROM_CPU_QUOTA == 3u, size_sources);
+ABI_ASSERT(sizeof(blz_default_size_info) == 24, default_size_info_size);
 ABI_ASSERT(sizeof(blz_status) == 4, status_is_32_bits);
 
 /* Versioning: the baseline abi/blitz.abi is for major version 0 (soname
@@ -91,6 +93,7 @@ int blitz_header_c_uses_everything(void) {
     blz_task *task = NULL;
     blz_group *group = NULL;
     blz_stats stats;
+    blz_default_size_info size_info;
     size_t sum = 0;
     uint32_t last = 0;
     blz_status status;
@@ -114,6 +117,8 @@ int blitz_header_c_uses_everything(void) {
     status = blz_pool_create(&config, &pool);
     text = blz_status_string(status);
     threads = blz_pool_num_threads(pool);
+    size_info.struct_size = (uint32_t)sizeof size_info;
+    status = blz_default_size(&size_info);
     index = blz_worker_index(pool);
     stats.struct_size = (uint32_t)sizeof stats;
     status = blz_pool_stats(pool, &stats);

@@ -159,6 +159,31 @@ pub struct blz_pool_config {
 /// A snapshot of a pool's counters, filled by [`blz_pool_stats`]. Counters
 /// are summed over workers without stopping them, so a snapshot taken while
 /// the pool runs may mix moments a few nanoseconds apart.
+/// [`blz_default_size_info::source`]: `BLZ_NUM_THREADS` chose the size. (0.3)
+pub const BLZ_SIZE_FROM_ENVIRONMENT: u32 = 1;
+/// [`blz_default_size_info::source`]: the CPUs in the affinity mask. (0.3)
+pub const BLZ_SIZE_FROM_AFFINITY: u32 = 2;
+/// [`blz_default_size_info::source`]: the cgroup CPU quota, below the mask. (0.3)
+pub const BLZ_SIZE_FROM_CPU_QUOTA: u32 = 3;
+
+/// The default pool size and why ([`blz_default_size`], 0.3).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct blz_default_size_info {
+    /// Set by the caller to `size_of::<blz_default_size_info>()`.
+    pub struct_size: u32,
+    /// The workers a pool created now with `num_threads` 0 would get.
+    pub num_threads: u32,
+    /// `BLZ_SIZE_FROM_ENVIRONMENT`, `_AFFINITY` or `_CPU_QUOTA`.
+    pub source: u32,
+    /// `BLZ_NUM_THREADS` as parsed, 0 when unset or invalid.
+    pub environment: u32,
+    /// The CPUs in the process's affinity mask.
+    pub affinity_cpus: u32,
+    /// The cgroup CPU quota in whole CPUs, rounded up; 0: none.
+    pub quota_cpus: u32,
+}
+
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct blz_stats {
@@ -252,6 +277,8 @@ extern "C" {
     pub fn blz_pool_destroy(pool: *mut blz_pool) -> blz_status;
     /// The number of workers; 0 when `pool` is NULL.
     pub fn blz_pool_num_threads(pool: *const blz_pool) -> u32;
+    /// The size a pool of `num_threads` 0 would get now, and why. (0.3)
+    pub fn blz_default_size(out: *mut blz_default_size_info) -> blz_status;
     /// The calling thread's index in `pool`, or -1.
     pub fn blz_worker_index(pool: *const blz_pool) -> i32;
     /// Fills the fields of `out_stats` that fit in `out_stats->struct_size`.

@@ -166,6 +166,9 @@ fn rust_constants() -> Vec<RustConst> {
         BLZ_GROUP_CANCEL_ON_FAILURE,
         BLZ_SPAWN_HIGH_PRIORITY,
         BLZ_SPAWN_DONE_AFTER_FINISH,
+        BLZ_SIZE_FROM_ENVIRONMENT,
+        BLZ_SIZE_FROM_AFFINITY,
+        BLZ_SIZE_FROM_CPU_QUOTA,
     ]
 }
 
@@ -269,6 +272,14 @@ fn rust_structs() -> Vec<Layout> {
             reserved1: [u64; 2],
             requests: u32,
             reserved2: [u32; 15],
+        }),
+        layout!(blz_default_size_info {
+            struct_size: u32,
+            num_threads: u32,
+            source: u32,
+            environment: u32,
+            affinity_cpus: u32,
+            quota_cpus: u32,
         }),
     ]
 }
@@ -430,6 +441,7 @@ fn rust_functions() -> Vec<Sig> {
         blz_task_wait_for: fn(*mut blz_task, u64) -> blz_status;
         blz_task_detach: fn(*mut blz_task) -> blz_status;
         blz_task_cancel: fn(*mut blz_task) -> blz_status;
+        blz_default_size: fn(*mut blz_default_size_info) -> blz_status;
         blz_group_create_ex: fn(*mut blz_pool, u32, *mut *mut blz_group) -> blz_status;
         blz_group_wait_for: fn(*mut blz_group, u64) -> blz_status;
         blz_group_cancel: fn(*mut blz_group) -> blz_status;
