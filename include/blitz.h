@@ -163,6 +163,16 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 #define BLZ_SPAWN_DONE_AFTER_FINISH 2u
 
 /**
+ * blz_spawn_options flag (0.3): the first failure of the task's own work
+ * (an exception or a blz_fail in the task, in a fork-join half or in a
+ * blz_parallel_for piece it runs) cancels the task, as blz_task_cancel
+ * would: its loops stop starting pieces and blz_cancelled() turns 1 in it.
+ * Fail-fast for one task, as BLZ_GROUP_CANCEL_ON_FAILURE is for a group;
+ * the task's status is still BLZ_ETASK if the failure was its own.
+ */
+#define BLZ_SPAWN_CANCEL_ON_FAILURE 4u
+
+/**
  * How blz_spawn_ex spawns a task (0.2). Initialise with
  * blz_spawn_options_init, then change the fields you need; the options are
  * read only during the call.
@@ -170,7 +180,7 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 typedef struct blz_spawn_options {
     /** sizeof(blz_spawn_options); set by blz_spawn_options_init. */
     uint32_t struct_size;
-    /** 0, or BLZ_SPAWN_HIGH_PRIORITY and BLZ_SPAWN_DONE_AFTER_FINISH (0.3) OR'ed; any other bit gives BLZ_EINVAL. */
+    /** 0, or BLZ_SPAWN_HIGH_PRIORITY, BLZ_SPAWN_DONE_AFTER_FINISH and BLZ_SPAWN_CANCEL_ON_FAILURE (0.3) OR'ed; any other bit gives BLZ_EINVAL. */
     uint32_t flags;
     /** NULL, or the group the task belongs to: the group's waits count it and its cancel skips it. */
     blz_group *group;

@@ -30,7 +30,8 @@ constexpr uint32_t kConfigSizeV02 = offsetof(blz_pool_config, spawn_user) + size
 // The size of blz_spawn_options in version 0.2, where it appeared.
 constexpr uint32_t kSpawnOptionsSizeV02 = offsetof(blz_spawn_options, done_arg) + sizeof(void *);
 // The flags each version knows; any other bit is refused.
-constexpr uint32_t kKnownSpawnFlags = BLZ_SPAWN_HIGH_PRIORITY | BLZ_SPAWN_DONE_AFTER_FINISH;
+constexpr uint32_t kKnownSpawnFlags =
+    BLZ_SPAWN_HIGH_PRIORITY | BLZ_SPAWN_DONE_AFTER_FINISH | BLZ_SPAWN_CANCEL_ON_FAILURE;
 constexpr uint32_t kKnownGroupFlags = BLZ_GROUP_CANCEL_ON_FAILURE;
 
 Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }
@@ -145,6 +146,7 @@ blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, bl
     out.done_arg = opts->done_arg;
     out.high_priority = (opts->flags & BLZ_SPAWN_HIGH_PRIORITY) != 0;
     out.done_after_finish = (opts->flags & BLZ_SPAWN_DONE_AFTER_FINISH) != 0;
+    out.cancel_on_failure = (opts->flags & BLZ_SPAWN_CANCEL_ON_FAILURE) != 0;
     return BLZ_OK;
 }
 

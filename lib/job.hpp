@@ -64,10 +64,10 @@ extern constinit thread_local uint32_t t_failures __attribute__((tls_model("init
 
 // A job failed (an exception, or blz_fail): counted in the calling
 // worker's pool; and if the innermost task it works for is in a group that
-// cancels on failure, that group is cancelled now (fail-fast).
+// cancels on failure (or the task itself does: BLZ_SPAWN_CANCEL_ON_FAILURE), it is cancelled now (fail-fast).
 void job_failed();
 
-// blz_fail's second half: the cancel-on-failure group, at once.
+// blz_fail's second half: the cancel-on-failure task and group, at once.
 void cancel_group_on_failure();
 
 // User code on a worker was left by an unwind that is not a C++

@@ -38,6 +38,7 @@ SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const Sp
       done_arg(options.done_arg),
       fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
       done_after_finish(options.done_after_finish),
+      cancel_on_failure(options.cancel_on_failure),
       joiner(detached ? kDetached : nullptr) {}
 
 const std::atomic<bool> *SpawnedJob::group_cancel_flag() const { return group->cancel_flag(); }
@@ -216,7 +217,10 @@ void job_failed() {
 
 void cancel_group_on_failure() {
     const SpawnedJob *task = innermost_task();
-    if (task != nullptr && task->group != nullptr) task->group->work_failed();
+    if (task == nullptr) return;
+    // relaxed: a cancel is a request (cancel.hpp).
+    if (task->cancel_on_failure) task->cancelled.store(true, std::memory_order_relaxed);
+    if (task->group != nullptr) task->group->work_failed();
 }
 
 void cancel_task(SpawnedJob *task) {

@@ -48,6 +48,7 @@ struct SpawnOptions {
     void *done_arg = nullptr;
     bool high_priority = false;      // BLZ_SPAWN_HIGH_PRIORITY: through the urgent injector
     bool done_after_finish = false;  // BLZ_SPAWN_DONE_AFTER_FINISH
+    bool cancel_on_failure = false;  // BLZ_SPAWN_CANCEL_ON_FAILURE
 };
 
 struct SpawnedJob : QueuedJob {
@@ -62,7 +63,10 @@ struct SpawnedJob : QueuedJob {
     const uint64_t fork_generation;
     blz_status status = BLZ_OK;  // written before kFinished is published
     const bool done_after_finish;
-    std::atomic<bool> cancelled{false};  // blz_task_cancel
+    const bool cancel_on_failure;
+    // blz_task_cancel, or the task's first failure with cancel_on_failure.
+    // mutable: a failure is found through const frames (innermost_task).
+    mutable std::atomic<bool> cancelled{false};
     std::atomic<Latch *> joiner;
 
     // The flags this task's work obeys (cancel.hpp).

@@ -227,9 +227,9 @@ TEST_CASE("blz_spawn_ex refuses bad arguments and options; a refused task never 
         }
     }
     SECTION("unknown flags") {
-        // 1 is BLZ_SPAWN_HIGH_PRIORITY (api_priority.cpp), 2 BLZ_SPAWN_DONE_AFTER_FINISH
-        // (api_task_cancel.cpp); every other bit is unknown.
-        for (uint32_t flags : {4u, 7u, 0x100u, 0x80000000u, ~0u}) {
+        // 1 is BLZ_SPAWN_HIGH_PRIORITY (api_priority.cpp); 2 BLZ_SPAWN_DONE_AFTER_FINISH and 4
+        // BLZ_SPAWN_CANCEL_ON_FAILURE (api_task_cancel.cpp); every other bit is unknown.
+        for (uint32_t flags : {8u, 15u, 0x100u, 0x80000000u, ~0u}) {
             INFO("flags " << flags);
             opts.flags = flags;
             for (blz_task **out : outs) CHECK(blz_spawn_ex(pool, tally_fn, &never, &opts, out) == BLZ_EINVAL);

@@ -228,6 +228,41 @@ TEST_CASE("cancels racing with the start: each task either ran or was skipped, a
 // ---------------------------------------------------------------------------
 // BLZ_SPAWN_DONE_AFTER_FINISH
 
+TEST_CASE("BLZ_SPAWN_CANCEL_ON_FAILURE: the task's first failing piece stops its loop; without it every piece runs",
+          "[api][task][cancel]") {
+    Watchdog watchdog("task cancel on failure", seconds(60));
+    // One worker: the loop's pieces run in order, so the failure at piece 10
+    // comes before pieces 11..99 start.
+    Pool pool(1);
+    for (const bool fail_fast : {true, false}) {
+        INFO("BLZ_SPAWN_CANCEL_ON_FAILURE: " << fail_fast);
+        struct Loop {
+            blz_pool *pool;
+            std::atomic<int> pieces{0};
+            blz_status loop = BLZ_EINVAL;
+            int cancelled_after = -1;
+        } loop{pool.get()};
+        auto body = [](void *arg) {
+            auto *l = static_cast<Loop *>(arg);
+            auto piece = [](void *p, size_t lo, size_t) {
+                static_cast<Loop *>(p)->pieces.fetch_add(1);
+                if (lo == 10) blz_fail();
+            };
+            l->loop = blz_parallel_for(l->pool, 0, 100, 1, piece, l);
+            l->cancelled_after = blz_cancelled();
+        };
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        opts.flags = fail_fast ? BLZ_SPAWN_CANCEL_ON_FAILURE : 0;
+        blz_task *task = nullptr;
+        REQUIRE(blz_spawn_ex(pool, body, &loop, &opts, &task) == BLZ_OK);
+        CHECK(blz_join(task) == BLZ_OK);  // the loop's failure went to the task, which returned normally
+        CHECK(loop.loop == BLZ_ETASK);
+        CHECK(loop.pieces.load() == (fail_fast ? 11 : 100));
+        CHECK(loop.cancelled_after == (fail_fast ? 1 : 0));
+    }
+}
+
 TEST_CASE("spawn flags: BLZ_SPAWN_DONE_AFTER_FINISH is known, other new bits are not", "[api][task][on_done]") {
     Pool pool(1);
     Record record;
@@ -235,7 +270,7 @@ TEST_CASE("spawn flags: BLZ_SPAWN_DONE_AFTER_FINISH is known, other new bits are
     blz_task *task = nullptr;
     REQUIRE(blz_spawn_ex(pool, record_fn, &record, &opts, &task) == BLZ_OK);
     CHECK(blz_join(task) == BLZ_OK);
-    for (uint32_t flags : {4u, 8u, 0x80000000u}) {
+    for (uint32_t flags : {8u, 16u, 0x80000000u}) {
         INFO("flags " << flags);
         opts.flags = flags;
         blz_task *untouched = blz_test::sentinel<blz_task>();

@@ -32,6 +32,7 @@ ABI_ASSERT(BLZ_ECANCELED == -9, ecanceled);
 ABI_ASSERT(BLZ_GROUP_CANCEL_ON_FAILURE == 1u, group_cancel_on_failure);
 ABI_ASSERT(BLZ_SPAWN_HIGH_PRIORITY == 1u, spawn_high_priority);
 ABI_ASSERT(BLZ_SPAWN_DONE_AFTER_FINISH == 2u, spawn_done_after_finish);
+ABI_ASSERT(BLZ_SPAWN_CANCEL_ON_FAILURE == 4u, spawn_cancel_on_failure);
 ABI_ASSERT(BLZ_SIZE_FROM_ENVIRONMENT == 1u && BLZ_SIZE_FROM_AFFINITY == 2u && BLZ_SIZE_FROM_CPU_QUOTA == 3u, size_sources);
 ABI_ASSERT(sizeof(blz_default_size_info) == 24, default_size_info_size);
 ABI_ASSERT(sizeof(blz_status) == 4, status_is_32_bits);

@@ -107,6 +107,9 @@ pub const BLZ_SPAWN_HIGH_PRIORITY: u32 = 1;
 /// `blz_spawn_options` flag: `on_done` runs once the task has finished (it
 /// has left its group, and a join returns at once), not just before. (0.3)
 pub const BLZ_SPAWN_DONE_AFTER_FINISH: u32 = 2;
+/// `blz_spawn_options` flag: the task's first failure cancels the task itself
+/// (its loops stop starting pieces). (0.3)
+pub const BLZ_SPAWN_CANCEL_ON_FAILURE: u32 = 4;
 
 /// How [`blz_spawn_ex`] spawns a task (0.2). Initialise with
 /// [`blz_spawn_options_init`], then change the fields you need; the options
