@@ -47,7 +47,7 @@ export class NativeFunction {
 }
 
 export interface SignalOptions {
-  /** Aborting cancels the call (blz_group_cancel); it rejects with AbortError once its native work stopped. */
+  /** Aborting cancels the call (blz_task_cancel); it rejects with AbortError once its native work stopped. */
   signal?: AbortSignal;
 }
 

@@ -3,7 +3,7 @@
  * libblitz for Node.js: a work-stealing thread pool whose tasks are C
  * functions and whose results arrive as Promises, without blocking the
  * event loop. This file validates arguments (bad ones throw TypeError or
- * RangeError before anything starts) and turns AbortSignals into group
+ * RangeError before anything starts) and turns AbortSignals into task
  * cancels; src/addon.c does the rest (docs/embedding.md, "Node.js").
  */
 const path = require('node:path');

@@ -25,8 +25,9 @@
  *    The only libblitz call on the loop that can wait is blz_pool_destroy,
  *    made when no accepted work is left (close, a garbage-collected pool),
  *    where it only joins idle workers, and at env teardown, where it must
- *    wait (below). blz_group_destroy is made only after a polling
- *    blz_group_wait_for(group, 0) said the group was finished.
+ *    wait (below). blz_join of a call's task is made only once its on_done
+ *    ran, which (BLZ_SPAWN_DONE_AFTER_FINISH) comes after the task finished:
+ *    it returns at once.
  *
  * Lifetimes: every object another thread can touch, and what keeps it alive.
  *  - call_ctx (one per run/parallelFor/crc32/sort/map): written by the task
@@ -66,11 +67,13 @@
  *  - blz_pool: destroyed on the loop thread by close (once no call is in
  *    flight), by the handle's finalizer (none can be), or by the env
  *    cleanup hook.
- *  - Groups (one per call, the target of cancel): destroyed by the loop
- *    thread once blz_group_wait_for(group, 0) reports them finished; one
- *    whose task is still leaving the group when the call is settled (on_done
- *    runs before the task counts as finished) waits in the pool's zombie
- *    list until a later settle or the pool's destruction.
+ *  - A call's task handle (call_ctx.task, the target of cancel): written
+ *    by blz_spawn_ex on the loop thread and used only there: by cancel
+ *    (blz_task_cancel) while the call's token is wrapped, and by settle or
+ *    the env teardown, which join it (freeing it) after on_done ran or
+ *    after blz_pool_destroy returned. The task was spawned with
+ *    BLZ_SPAWN_DONE_AFTER_FINISH, so on_done runs once it has finished and
+ *    that join never waits; no worker touches the handle.
  *  - Native functions looked up by name: their library stays loaded for
  *    the life of the process (never dlclose'd), as Node's own addons do, so
  *    no pointer a queued task holds can dangle.
@@ -78,7 +81,7 @@
  * Exit and env teardown.
  *  - The env cleanup hook (registered when the addon is loaded into an env,
  *    before any pool's tsfn, so it runs after the tsfns' own hooks, which
- *    only start closing them) cancels every call's group (queued tasks are
+ *    only start closing them) cancels every call's task (queued tasks are
  *    skipped, built-in kernels stop at their next check) and destroys the
  *    env's pools: blz_pool_destroy waits for the kernels still running,
  *    which may be using V8's memory, and for every on_done. Only then does
@@ -433,7 +436,7 @@ struct call_ctx {
     byte_span back;       /* the call's copy of `result`'s bytes, written back at settle; data NULL: none */
     bool back_on_failure; /* write back also when the kernel ran and failed or was aborted */
     call_memory mem;      /* the memory the kernels use */
-    blz_group *group;
+    blz_task *task;       /* the call's task handle, target of cancel; joined by settle or teardown */
 
     /* Set by the loop thread before the spawn, read by the task. */
     int kind;
@@ -468,8 +471,6 @@ struct pool_ctx {
     size_t in_flight;
     napi_deferred close_deferred;
     napi_ref close_promise;
-    blz_group **zombies;
-    size_t nzombies, zcap;
     napi_threadsafe_function tsfn;
 
     /* Shared with the workers' on_done: under lock. */
@@ -495,7 +496,6 @@ typedef struct native_fn {
 static void pool_unref(pool_ctx *p) {
     if (--p->refs > 0) return;
     pthread_mutex_destroy(&p->lock);
-    free(p->zombies);
     free(p);
 }
 
@@ -518,41 +518,14 @@ static void release_tsfn(pool_ctx *p) {
     if (alive) napi_release_threadsafe_function(p->tsfn, napi_tsfn_release);
 }
 
-static void destroy_zombies(pool_ctx *p) {
-    for (size_t i = 0; i < p->nzombies; ++i) blz_group_destroy(p->zombies[i]);
-    p->nzombies = 0;
-}
-
-/* A settled call's group: freed now if its task has left it (the common
- * case: the loop woke up long after on_done), else kept for later, so
- * that the loop thread never waits in blz_group_destroy. */
-static void retire_group(pool_ctx *p, blz_group *g) {
-    if (!g) return;
-    for (size_t i = 0; i < p->nzombies;) {
-        if (blz_group_wait_for(p->zombies[i], 0) != BLZ_ETIMEDOUT) {
-            blz_group_destroy(p->zombies[i]);
-            p->zombies[i] = p->zombies[--p->nzombies];
-        } else {
-            ++i;
-        }
-    }
-    if (blz_group_wait_for(g, 0) != BLZ_ETIMEDOUT) {
-        blz_group_destroy(g);
-        return;
-    }
-    if (p->nzombies == p->zcap) {
-        size_t cap = p->zcap ? 2 * p->zcap : 8;
-        blz_group **grown = realloc(p->zombies, cap * sizeof *grown);
-        if (!grown) {
-            /* Out of memory for the list: wait for the task's last steps
-             * (it already ran its on_done) rather than leak the group. */
-            blz_group_destroy(g);
-            return;
-        }
-        p->zombies = grown;
-        p->zcap = cap;
-    }
-    p->zombies[p->nzombies++] = g;
+/* Frees a call's task handle (loop thread). The task has finished: it was
+ * spawned with BLZ_SPAWN_DONE_AFTER_FINISH, so by the time its on_done put
+ * the call on the done list (or blz_pool_destroy returned) the join
+ * returns at once, and the loop thread never waits for a worker here. */
+static void join_task(call_ctx *c) {
+    if (!c->task) return;
+    blz_join(c->task);
+    c->task = NULL;
 }
 
 /* ---- calls ---- */
@@ -616,7 +589,7 @@ static void call_task(void *arg) {
     default:
         break;
     }
-    /* A kernel that returned early because the group was cancelled (the
+    /* A kernel that returned early because the call was cancelled (the
      * built-ins poll blz_cancelled) must not look like a success. */
     if (inner == BLZ_OK && blz_cancelled()) inner = BLZ_ECANCELED;
     c->inner = inner;
@@ -715,8 +688,7 @@ static void settle(napi_env env, pool_ctx *p, call_ctx *c) {
     napi_handle_scope scope;
     bool scoped = napi_open_handle_scope(env, &scope) == napi_ok;
     unlink_call(p, c);
-    retire_group(p, c->group);
-    c->group = NULL;
+    join_task(c);
     blz_status s = c->status != BLZ_OK ? c->status : c->inner;
     bool delivered = deliver_copy(env, c, s);
     napi_value value = NULL;
@@ -788,7 +760,6 @@ static void destroy_idle_pool(pool_ctx *p) {
      * waits for the last on_done to return and joins the idle workers. */
     blz_pool_destroy(p->pool);
     p->pool = NULL;
-    destroy_zombies(p);
     unlink_pool(p);
 }
 
@@ -832,7 +803,7 @@ static void pool_handle_finalize(napi_env env, void *data, void *hint) {
 static void teardown_pool(napi_env env, pool_ctx *p) {
     /* Skip what has not started; built-in kernels stop at their next check. */
     for (call_ctx *c = p->calls; c; c = c->next)
-        if (c->group) blz_group_cancel(c->group);
+        if (c->task) blz_task_cancel(c->task);
     /* Waits for the kernels still running (they may use V8's heap, which
      * Node frees after this hook) and for every on_done. */
     if (p->pool) {
@@ -846,12 +817,11 @@ static void teardown_pool(napi_env env, pool_ctx *p) {
     while (p->calls) {
         call_ctx *c = p->calls;
         unlink_call(p, c);
-        if (c->group) blz_group_destroy(c->group);
+        join_task(c); /* finished: destroy waited for it */
         /* The deferred is left unsettled: no JavaScript runs any more, and
          * Node frees what it holds with the isolate. */
         free_call(env, c);
     }
-    destroy_zombies(p);
     p->closing = true;
     /* A pending close() stays pending, like the calls: nothing can observe it. */
     p->close_deferred = NULL;
@@ -967,11 +937,6 @@ static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value hand
     }
     c->owner = p;
     c->pool = p->pool;
-    blz_status s = blz_group_create_ex(p->pool, BLZ_GROUP_CANCEL_ON_FAILURE, &c->group);
-    if (s != BLZ_OK) {
-        free_call(env, c);
-        return rejected(env, s);
-    }
     napi_value promise;
     if (napi_create_promise(env, &c->deferred, &promise) != napi_ok ||
         napi_create_reference(env, handle, 1, &c->handle) != napi_ok) {
@@ -980,7 +945,6 @@ static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value hand
             napi_get_undefined(env, &unused);
             napi_reject_deferred(env, c->deferred, unused); /* frees it; the promise is never returned */
         }
-        blz_group_destroy(c->group);
         free_call(env, c);
         throw_napi_failure(env, napi_generic_failure, "submit");
         return NULL;
@@ -994,7 +958,6 @@ static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value hand
             napi_value unused;
             napi_get_undefined(env, &unused);
             napi_reject_deferred(env, c->deferred, unused);
-            blz_group_destroy(c->group);
             free_call(env, c);
             napi_throw_type_error(env, "ERR_INVALID_ARG_VALUE", "bad cancel token");
             return NULL;
@@ -1007,18 +970,19 @@ static napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value hand
     p->calls = c;
     if (p->in_flight++ == 0) napi_ref_threadsafe_function(env, p->tsfn);
 
+    /* DONE_AFTER_FINISH: the handle can be joined as soon as the call is
+     * on the done list. CANCEL_ON_FAILURE: a kernel's first failing piece
+     * stops the rest of its loop (fail-fast, index.js's promise). */
     blz_spawn_options opts;
     blz_spawn_options_init(&opts);
-    opts.group = c->group;
+    opts.flags = BLZ_SPAWN_DONE_AFTER_FINISH | BLZ_SPAWN_CANCEL_ON_FAILURE;
     opts.on_done = call_done;
     opts.done_arg = c;
-    s = blz_spawn_ex(p->pool, call_task, c, &opts, NULL);
+    blz_status s = blz_spawn_ex(p->pool, call_task, c, &opts, &c->task);
     if (s != BLZ_OK) {
-        /* on_done will not run: the call is still ours alone. */
+        /* on_done will not run: the call is still ours alone (and c->task untouched: NULL). */
         unlink_call(p, c);
         if (p->in_flight == 0) napi_unref_threadsafe_function(env, p->tsfn);
-        blz_group_destroy(c->group);
-        c->group = NULL;
         napi_value error = status_error(env, s);
         if (error) napi_reject_deferred(env, c->deferred, error);
         free_call(env, c);
@@ -1375,18 +1339,18 @@ static napi_value js_map(napi_env env, napi_callback_info info) {
     return submit(env, p, c, argv[0], argv[7]);
 }
 
-/* cancel(token): cancels the call's group; a settled call's token is unwrapped: no-op. */
+/* cancel(token): cancels the call's task; a settled call's token is unwrapped: no-op. */
 static napi_value js_cancel(napi_env env, napi_callback_info info) {
     GET_ARGS(1);
     void *c = NULL;
     bool tagged = false;
     napi_valuetype t;
-    /* The group is alive while the token is wrapped: settle retires the
-     * group and unwraps the token in one go, on this same thread. */
+    /* The handle is valid while the token is wrapped: settle joins the
+     * task and unwraps the token in one go, on this same thread. */
     if (napi_typeof(env, argv[0], &t) == napi_ok && t == napi_object &&
         napi_check_object_type_tag(env, argv[0], &TOKEN_TAG, &tagged) == napi_ok && tagged &&
-        napi_unwrap(env, argv[0], &c) == napi_ok && c && ((call_ctx *)c)->group) {
-        blz_group_cancel(((call_ctx *)c)->group);
+        napi_unwrap(env, argv[0], &c) == napi_ok && c && ((call_ctx *)c)->task) {
+        blz_task_cancel(((call_ctx *)c)->task);
     }
     return NULL;
 }

@@ -102,6 +102,20 @@ test('a failing parallelFor piece rejects with BLZ_ETASK', async () => {
   assert.ok(state[1] >= 1, 'pieces ran');
 });
 
+test('the first failing parallelFor piece stops the rest of the loop (fail-fast)', async () => {
+  // One worker: the pieces run in order, so the failing one (index 5000 of
+  // 100 per piece: piece 50) comes before the other 949 would start.
+  const single = new blitz.Pool({ threads: 1 });
+  try {
+    const state = new Uint32Array([5000, 0]);
+    await assert.rejects(single.parallelFor(0, 100000, kernel('blzt_fail_at', 'range'), state, { grain: 100 }),
+      { code: 'BLZ_ETASK' });
+    assert.equal(state[1], 51, 'pieces 0..50 ran, none after the failure');
+  } finally {
+    await single.close();
+  }
+});
+
 test('a closed pool rejects with BLZ_ESHUTDOWN, and stats throws it', async () => {
   const p = new blitz.Pool({ threads: 1 });
   const closing = p.close();
