@@ -122,8 +122,6 @@ export const kernels: { readonly noop: NativeFunction };
 /** The CRC-32 of one buffer on the calling thread (the kernel pool.crc32 runs). */
 export function crc32Sync(data: Bytes): number;
 
-/** The same CRC-32 kernel on Node's libuv threadpool, one napi_async_work per buffer (for comparisons). */
-export const libuv: { crc32(buffers: readonly Bytes[]): Promise<number[]> };
 
 /** The names map() accepts. */
 export const mapOperations: readonly MapOperation[];
@@ -141,7 +139,6 @@ declare const blitz: {
   nativeFunction: typeof nativeFunction;
   kernels: typeof kernels;
   crc32Sync: typeof crc32Sync;
-  libuv: typeof libuv;
   mapOperations: typeof mapOperations;
   version: string;
   libraryVersion: string;

@@ -368,19 +368,6 @@ function crc32Sync(data) {
   return native.crc32Sync(data);
 }
 
-/**
- * The same CRC-32 kernel on Node's own libuv threadpool (UV_THREADPOOL_SIZE
- * threads, 4 by default), one napi_async_work per buffer: what an addon
- * does without libblitz. For comparisons (bench/).
- */
-const libuv = Object.freeze({
-  crc32(buffers) {
-    if (!Array.isArray(buffers)) throw typeError('buffers must be an array');
-    buffers.forEach((b, i) => checkBytes(b, `buffers[${i}]`));
-    return native.uvCrc32(buffers);
-  },
-});
-
 module.exports = {
   Pool,
   NativeFunction,
@@ -388,7 +375,6 @@ module.exports = {
   nativeFunction,
   kernels,
   crc32Sync,
-  libuv,
   version,
   libraryVersion,
   addonPath,

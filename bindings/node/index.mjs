@@ -8,7 +8,6 @@ export const {
   nativeFunction,
   kernels,
   crc32Sync,
-  libuv,
   version,
   libraryVersion,
   addonPath,

@@ -62,6 +62,10 @@ if (!process.env.BLITZ_NODE_ADDON) {
   process.env.BLITZ_NODE_ADDON = path.join(opts.buildDir, 'bindings', 'node', 'blitz_node.node');
 }
 const { default: blitz } = await import(path.join(packageDir, 'index.js'));
+// The libuv comparison: a module built beside the addon for this benchmark
+// only (bench/uv_crc32.c), not part of the package.
+const { createRequire } = await import('node:module');
+const uvBench = createRequire(import.meta.url)(path.join(opts.buildDir, 'bindings', 'node', 'blitz_node_bench.node'));
 
 // ---- the measured side: one configuration per child process ----
 
@@ -114,9 +118,9 @@ async function measureHash(cfg) {
       : () => Promise.all(inputs.map((b) => pool.crc32([b]))).then((r) => r.flat());
     cleanup = () => pool.close();
   } else if (cfg.impl === 'libuv-one-call') {
-    run = () => blitz.libuv.crc32(buffers);
+    run = () => uvBench.uvCrc32(buffers);
   } else if (cfg.impl === 'libuv-per-buffer') {
-    run = () => Promise.all(buffers.map((b) => blitz.libuv.crc32([b]))).then((r) => r.flat());
+    run = () => Promise.all(buffers.map((b) => uvBench.uvCrc32([b]))).then((r) => r.flat());
   } else if (cfg.impl === 'worker_threads') {
     const w = await startWorkers(cfg.workers, shared, cfg.count, cfg.size);
     run = w.run;
@@ -162,7 +166,7 @@ async function measureLatency(cfg) {
     once = () => new Promise((resolve) => setImmediate(resolve));
   } else if (cfg.impl === 'libuv-empty-work') {
     const empty = [Buffer.alloc(0)];
-    once = () => blitz.libuv.crc32(empty);
+    once = () => uvBench.uvCrc32(empty);
   }
   for (let i = 0; i < cfg.warmup; i++) await once();
   const cpu0 = process.cpuUsage();

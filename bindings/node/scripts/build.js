@@ -148,7 +148,7 @@ function main() {
   const args = [
     '-std=c11', '-O2', '-fPIC', '-shared', '-fvisibility=hidden', '-Wall', '-Wextra',
     '-isystem', nodeInclude, ...blitz.cflags,
-    path.join(pkgDir, 'src', 'addon.c'), path.join(pkgDir, 'src', 'kernels.c'),
+    ...['addon.c', 'args.c', 'lifetime.c', 'kernels.c'].map((f) => path.join(pkgDir, 'src', f)),
     '-o', out,
     '-L', blitz.lib, '-lblitz', `-Wl,-rpath,${blitz.lib}`, '-lm', '-ldl', '-pthread',
   ];

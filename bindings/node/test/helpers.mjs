@@ -3,6 +3,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import blitz from '../index.js';
@@ -15,6 +16,16 @@ export const kernelLibrary = process.env.BLITZ_NODE_TEST_KERNELS;
 if (!kernelLibrary || !fs.existsSync(kernelLibrary)) {
   throw new Error('BLITZ_NODE_TEST_KERNELS must name the built test kernels (meson test -C BUILD --suite node)');
 }
+
+// The libuv comparison module (bench/uv_crc32.c, $BLITZ_NODE_BENCH): not
+// in the package, tested here because it reads its arguments as calls do.
+export const uvBenchModule = process.env.BLITZ_NODE_BENCH;
+if (!uvBenchModule || !fs.existsSync(uvBenchModule)) {
+  throw new Error('BLITZ_NODE_BENCH must name the built bench module (meson test -C BUILD --suite node)');
+}
+const uvBench = createRequire(import.meta.url)(uvBenchModule);
+/** crc32 of each buffer on Node's libuv threadpool, one napi_async_work per buffer. */
+export const uvCrc32 = (buffers) => uvBench.uvCrc32(buffers);
 
 export function kernel(symbol, kind = 'task') {
   return blitz.nativeFunction(kernelLibrary, symbol, kind);
