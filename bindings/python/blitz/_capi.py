@@ -86,6 +86,18 @@ class SpawnOptions(Structure):
     ]
 
 
+class DefaultSizeInfo(Structure):
+    """struct blz_default_size_info (0.3): the default pool size and why."""
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_threads", c_uint32),
+        ("source", c_uint32),
+        ("environment", c_uint32),
+        ("affinity_cpus", c_uint32),
+        ("quota_cpus", c_uint32),
+    ]
+
+
 # Opaque handles are passed as c_void_p.
 _PROTOTYPES = {
     "blz_version_number": (c_uint32, []),
@@ -96,6 +108,7 @@ _PROTOTYPES = {
     "blz_pool_num_threads": (c_uint32, [c_void_p]),
     "blz_worker_index": (c_int32, [c_void_p]),
     "blz_pool_stats": (blz_status, [c_void_p, POINTER(Stats)]),
+    "blz_default_size": (blz_status, [POINTER(DefaultSizeInfo)]),
     "blz_spawn": (blz_status, [c_void_p, FN, c_void_p, POINTER(c_void_p)]),
     "blz_join": (blz_status, [c_void_p]),
     "blz_fork_join": (blz_status, [c_void_p, FN, c_void_p, FN, c_void_p]),

@@ -184,7 +184,8 @@ class TestModule(unittest.TestCase):
 
     def test_struct_fields_match_the_header(self):
         for struct, name in ((impl.Stats, "blz_stats"), (impl.PoolConfig, "blz_pool_config"),
-                             (impl._capi.SpawnOptions, "blz_spawn_options")):
+                             (impl._capi.SpawnOptions, "blz_spawn_options"),
+                             (impl._capi.DefaultSizeInfo, "blz_default_size_info")):
             fields = support.header_struct_fields(name)
             if fields is None:
                 self.skipTest(f"no {support.HEADER}")
@@ -200,7 +201,7 @@ class TestModule(unittest.TestCase):
         capi = impl._capi
         handles = ("blz_pool", "blz_task", "blz_group")
         structs = {"blz_pool_config": capi.PoolConfig, "blz_stats": capi.Stats,
-                   "blz_spawn_options": capi.SpawnOptions}
+                   "blz_spawn_options": capi.SpawnOptions, "blz_default_size_info": capi.DefaultSizeInfo}
         base = c_type.replace("const ", "").strip()
         plain = {"void": None, "void *": ctypes.c_void_p, "char *": ctypes.c_char_p, "uint32_t": ctypes.c_uint32,
                  "int32_t": ctypes.c_int32, "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t,
@@ -238,7 +239,8 @@ class TestModule(unittest.TestCase):
     def test_struct_fields_match_the_header_type_by_type(self):
         capi = impl._capi
         for struct, name in ((capi.Stats, "blz_stats"), (capi.PoolConfig, "blz_pool_config"),
-                             (capi.SpawnOptions, "blz_spawn_options")):
+                             (capi.SpawnOptions, "blz_spawn_options"),
+                             (capi.DefaultSizeInfo, "blz_default_size_info")):
             fields = support.header_struct_types(name)
             if fields is None:
                 self.skipTest(f"no {support.HEADER}")
