@@ -122,7 +122,6 @@ export const kernels: { readonly noop: NativeFunction };
 /** The CRC-32 of one buffer on the calling thread (the kernel pool.crc32 runs). */
 export function crc32Sync(data: Bytes): number;
 
-
 /** The names map() accepts. */
 export const mapOperations: readonly MapOperation[];
 /** This package's version. */

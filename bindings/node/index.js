@@ -4,7 +4,7 @@
  * functions and whose results arrive as Promises, without blocking the
  * event loop. This file validates arguments (bad ones throw TypeError or
  * RangeError before anything starts) and turns AbortSignals into task
- * cancels; src/addon.c does the rest (docs/embedding.md, "Node.js").
+ * cancels; the addon in src/ does the rest (docs/embedding.md, "Node.js").
  */
 const path = require('node:path');
 
@@ -116,7 +116,7 @@ function isBytes(v) {
 
 /*
  * An early, friendly TypeError only. What memory a kernel uses is decided
- * in src/addon.c, from the values it reads itself, once each: a program
+ * in the addon (src/args.c), from the values it reads itself, once each: a program
  * can make these checks see something else (a getter, a shadowed property).
  */
 function checkBytes(v, what) {

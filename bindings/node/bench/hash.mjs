@@ -109,7 +109,7 @@ async function measureHash(cfg) {
   let cleanup = async () => {};
   if (cfg.impl.startsWith('blitz-one-call') || cfg.impl.startsWith('blitz-per-buffer')) {
     // '-plain': the same bytes in plain ArrayBuffers, which the addon
-    // copies for the call (src/addon.c, take_bytes); the others are views
+    // copies for the call (src/args.c, take_bytes); the others are views
     // of a SharedArrayBuffer, used in place.
     const inputs = cfg.impl.endsWith('-plain') ? buffers.map((b) => new Uint8Array(b)) : buffers;
     const pool = new blitz.Pool({ threads: cfg.workers });

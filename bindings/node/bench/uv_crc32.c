@@ -5,10 +5,14 @@
  * for bindings/node/bench/hash.mjs only and never shipped in the package:
  * it exports uvCrc32(buffers) -> Promise<number[]>. It shares the addon's
  * argument code (src/args.c: the buffers are read and copied as a call's
- * are) and its kernels (src/kernels.c).
+ * are) and its kernels (src/kernels.c), nothing of its pools or calls.
+ *
+ * Lifetimes: a batch owns its copies (call_memory) and is freed on the
+ * loop thread when its last napi_async_work completed; a libuv thread
+ * only reads its span and writes its own slot of out[], with no Node-API.
  */
-#include "../src/addon.h"
-
+#include "../src/args.h"
+#include "../src/kernels.h"
 
 typedef struct uv_batch uv_batch;
 typedef struct uv_item {
@@ -120,7 +124,6 @@ static napi_value js_uv_crc32(napi_env env, napi_callback_info info) {
     }
     return promise;
 }
-
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
     bn_crc32_init();

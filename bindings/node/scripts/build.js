@@ -145,10 +145,14 @@ function main() {
   fs.mkdirSync(outDir, { recursive: true });
   const out = path.join(outDir, 'blitz_node.node');
   const cc = process.env.CC || 'cc';
+  // Every C file of src/ (the package ships src/ whole; the bench's libuv
+  // module lives in bench/, which is not in the package).
+  const srcDir = path.join(pkgDir, 'src');
+  const sources = fs.readdirSync(srcDir).filter((f) => f.endsWith('.c')).sort().map((f) => path.join(srcDir, f));
   const args = [
     '-std=c11', '-O2', '-fPIC', '-shared', '-fvisibility=hidden', '-Wall', '-Wextra',
     '-isystem', nodeInclude, ...blitz.cflags,
-    ...['addon.c', 'args.c', 'lifetime.c', 'kernels.c'].map((f) => path.join(pkgDir, 'src', f)),
+    ...sources,
     '-o', out,
     '-L', blitz.lib, '-lblitz', `-Wl,-rpath,${blitz.lib}`, '-lm', '-ldl', '-pthread',
   ];

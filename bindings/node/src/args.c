@@ -1,16 +1,16 @@
 /*
- * Arguments: statuses as JS errors, byte arguments and the memory a call's
- * kernels use (what keeps it alive: the call, see lifetime.c), handles and
- * indices. Loop thread only: everything here makes Node-API calls, except
- * the memory the kernels then use, which a worker only reads and writes.
+ * Argument access (args.h): Node-API failures and statuses as JS errors,
+ * byte arguments and the memory a call's kernels use, tagged handles and
+ * indices. Loop thread only: everything here makes Node-API calls. The
+ * lifetime rule it keeps: a kernel never gets memory JavaScript can take
+ * away (take_bytes hands out a copy the call owns, or a SharedArrayBuffer's
+ * bytes held by a reference); the call_memory's owner (a call, freed in
+ * lifetime.c after its on_done; a uvCrc32 batch) frees it with memory_free.
  */
-#include "addon.h"
+#include "args.h"
 
-/* The type tags of the objects index.js is handed. */
-const napi_type_tag POOL_TAG = {0x626c69747a2d6e6fULL, 0x64652d706f6f6c31ULL};
-const napi_type_tag FN_TAG = {0x626c69747a2d6e6fULL, 0x64652d666e637431ULL};
-const napi_type_tag TOKEN_TAG = {0x626c69747a2d6e6fULL, 0x64652d746f6b3031ULL};
-
+#include <math.h>
+#include <sys/mman.h>
 
 void throw_napi_failure(napi_env env, napi_status status, const char *what) {
     bool pending = false;
@@ -57,8 +57,7 @@ bool is_undefined_or_null(napi_env env, napi_value v) {
 
 /* ---- byte arguments ---- */
 
-
-size_t element_size(napi_typedarray_type type) {
+static size_t element_size(napi_typedarray_type type) {
     switch (type) {
     case napi_int16_array: case napi_uint16_array: return 2;
     case napi_int32_array: case napi_uint32_array: case napi_float32_array: return 4;
@@ -105,8 +104,14 @@ bool get_bytes(napi_env env, napi_value v, js_bytes *b, const char *what) {
     return false;
 }
 
-
-
+/* A block of a call_memory's copies: chunks are never moved, so a copy
+ * stays where take_bytes put it until memory_free. */
+struct copy_chunk {
+    struct copy_chunk *next;
+    size_t used, cap;
+    size_t mapped;       /* the mmap'd length, or 0: malloc'd */
+    max_align_t bytes[]; /* aligned as malloc's: a copy of a Float64Array is a double[] */
+};
 
 enum { COPY_ALIGN = _Alignof(max_align_t), HUGE_PAGE = 2 << 20, LARGEST_CHUNK = 64 << 20 };
 
@@ -117,7 +122,7 @@ enum { COPY_ALIGN = _Alignof(max_align_t), HUGE_PAGE = 2 << 20, LARGEST_CHUNK = 
  * 4 KiB otherwise; the measurements are in docs/embedding.md). Pages a
  * call never touches cost nothing, so chunks can be generous.
  */
-copy_chunk *chunk_new(size_t cap) {
+static copy_chunk *chunk_new(size_t cap) {
     size_t bytes = sizeof(copy_chunk) + cap;
     copy_chunk *c;
     if (bytes >= HUGE_PAGE) {
@@ -139,7 +144,7 @@ copy_chunk *chunk_new(size_t cap) {
     return c;
 }
 
-void chunk_free(copy_chunk *c) {
+static void chunk_free(copy_chunk *c) {
     if (c->mapped) munmap(c, c->mapped); else free(c);
 }
 
@@ -179,7 +184,7 @@ void memory_free(napi_env env, call_memory *m) {
 
 /* Holds a SharedArrayBuffer until the call is freed; views of one buffer
  * in a row (a list of slices) share one reference. */
-bool memory_hold(napi_env env, call_memory *m, napi_value buffer) {
+static bool memory_hold(napi_env env, call_memory *m, napi_value buffer) {
     bool same = false;
     if (m->last_shared && napi_strict_equals(env, m->last_shared, buffer, &same) == napi_ok && same) return true;
     if (m->nshared == m->shared_cap) {
@@ -247,8 +252,7 @@ napi_value detached_error(napi_env env) {
     return error;
 }
 
-
-/* ---- argument access ---- */
+/* ---- handles and numbers ---- */
 
 /* The native object behind a JS handle made with `tag`, or NULL with a
  * TypeError naming what was expected. */
@@ -262,14 +266,6 @@ void *unwrap_tagged(napi_env env, napi_value handle, const napi_type_tag *tag, c
     }
     napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", what);
     return NULL;
-}
-
-pool_ctx *unwrap_pool(napi_env env, napi_value handle) {
-    return unwrap_tagged(env, handle, &POOL_TAG, "not a libblitz pool handle");
-}
-
-native_fn *unwrap_fn(napi_env env, napi_value handle) {
-    return unwrap_tagged(env, handle, &FN_TAG, "not a libblitz NativeFunction");
 }
 
 /* A non-negative integer that fits a size_t and a double exactly. */
@@ -290,7 +286,6 @@ bool get_index(napi_env env, napi_value v, const char *what, size_t *out) {
     *out = (size_t)d;
     return true;
 }
-
 
 /*
  * The buffers of a crc32 call, into spans: each element of the caller's

@@ -1,6 +1,9 @@
 /*
  * The built-in kernels (kernels.h): CRC-32 by slicing-by-8, a parallel
- * merge sort by blz_fork_join, and the element-wise maps.
+ * merge sort by blz_fork_join, and the element-wise maps. Plain C, no
+ * Node-API: they own nothing but the CRC tables (built once per process,
+ * never freed) and touch only the memory they are handed, which their
+ * caller keeps alive while they run (a call: lifetime.c).
  */
 #include "kernels.h"
 

@@ -2,7 +2,7 @@
  * The built-in kernels of the Node binding: plain C that runs on libblitz
  * workers (or, for the comparisons, on libuv's threads and on the calling
  * thread). None of it touches Node-API: a kernel sees raw memory that the
- * addon keeps alive for it (addon.c says how).
+ * addon keeps alive for it (lifetime.c says how).
  */
 #ifndef BLITZ_NODE_KERNELS_H
 #define BLITZ_NODE_KERNELS_H

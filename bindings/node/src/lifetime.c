@@ -1,10 +1,12 @@
 /*
- * libblitz for Node.js, the lifetime core: pools, calls, their completion
- * and the env's teardown (addon.h lists the other files).
+ * libblitz for Node.js, the lifetime core (lifetime.h): pools, the
+ * submission of calls, their completion (on_done, the threadsafe
+ * function, settle), cancel and close, and the env's teardown. addon.c
+ * lists the other files; the calls' builders and tasks are calls.c.
  *
  * index.js validates arguments and wires AbortSignals; the addon owns the
  * native side. docs/embedding.md ("Node.js through Node-API") explains the
- * rules; here is how the addon keeps them.
+ * rules; here is how the addon keeps them, for every file of it.
  *
  * Threads.
  *  - The loop thread (the env's JavaScript thread: the main thread, or a
@@ -68,16 +70,25 @@
  *  - blz_pool: destroyed on the loop thread by close (once no call is in
  *    flight), by the handle's finalizer (none can be), or by the env
  *    cleanup hook.
- *  - A call's task handle (call_ctx.task, the target of cancel): written
- *    by blz_spawn_ex on the loop thread and used only there: by cancel
- *    (blz_task_cancel) while the call's token is wrapped, and by settle or
- *    the env teardown, which join it (freeing it) after on_done ran or
- *    after blz_pool_destroy returned. The task was spawned with
- *    BLZ_SPAWN_DONE_AFTER_FINISH, so on_done runs once it has finished and
- *    that join never waits; no worker touches the handle.
- *  - Native functions looked up by name: their library stays loaded for
- *    the life of the process (never dlclose'd), as Node's own addons do, so
- *    no pointer a queued task holds can dangle.
+ *  - A call's task handle (call_ctx.task): no worker touches it. It is
+ *    written by blz_spawn_ex (submit) on the loop thread and used only
+ *    there, only while it is valid, that is until the blz_join that frees
+ *    it, after which the field is NULL: by cancel(token), which reaches the
+ *    call through the token's wrap and calls blz_task_cancel if the field
+ *    is set (the wrap is removed when the call is freed, right after the
+ *    join); by the env teardown, which cancels the task of every call
+ *    still in flight; and by the one blz_join, made by settle when the
+ *    loop took the call from the done list, or by the teardown after
+ *    blz_pool_destroy returned. The task is spawned with
+ *    BLZ_SPAWN_DONE_AFTER_FINISH, so its on_done runs only once it has
+ *    finished: that join returns its status at once and the loop never
+ *    waits for a worker. There is no group per
+ *    call: BLZ_SPAWN_CANCEL_ON_FAILURE gives the task itself the
+ *    fail-fast a BLZ_GROUP_CANCEL_ON_FAILURE group gave it (a kernel's
+ *    first failing piece stops the rest of its loop).
+ *  - Native functions looked up by name (native.c): their library stays
+ *    loaded for the life of the process, so no pointer a queued task
+ *    holds can dangle.
  *
  * Exit and env teardown.
  *  - The env cleanup hook (registered when the addon is loaded into an env,
@@ -94,17 +105,66 @@
  *    only signals a loop that no longer runs. Node terminates worker_threads
  *    first, and their teardown runs the hook above.
  */
-#include "addon.h"
+#include "lifetime.h"
+
+#include <pthread.h>
+
+typedef struct env_data env_data;
+
+/* Per env (main thread, each worker_thread): instance data, loop thread only. */
+struct env_data {
+    pool_ctx *pools; /* pools not yet destroyed */
+    bool torn_down;  /* the cleanup hook ran: no new pool */
+};
+
+/* One Pool: its blz_pool, the tsfn that wakes the loop, the calls in flight. */
+struct pool_ctx {
+    /* Loop thread only. */
+    env_data *ed;             /* NULL once unlinked from the env's list */
+    pool_ctx *prev, *next;    /* the env's list */
+    blz_pool *pool;           /* NULL once destroyed */
+    uint32_t threads;
+    int refs;                 /* JS handle + tsfn */
+    bool handle_alive;
+    bool tsfn_released;       /* we gave up our use of the tsfn */
+    bool closing;             /* close() was called: new calls are refused */
+    call_ctx *calls;          /* accepted, not yet settled */
+    size_t in_flight;
+    napi_deferred close_deferred;
+    napi_ref close_promise;
+    napi_threadsafe_function tsfn;
+
+    /* Shared with the workers' on_done: under lock. */
+    pthread_mutex_t lock;
+    bool tsfn_alive;          /* cleared by the tsfn's finalizer */
+    bool signalled;           /* a wake-up is queued and deliver has not taken the list yet */
+    call_ctx *done_head, *done_tail;
+};
+
+/* env_data with its env: the cleanup hook gets only the pointer it was
+ * registered with, and freeing the calls' references needs the env. */
+typedef struct env_box {
+    env_data data;
+    napi_env env;
+} env_box;
+
+/* The type tags of the handles index.js is handed. */
+static const napi_type_tag POOL_TAG = {0x626c69747a2d6e6fULL, 0x64652d706f6f6c31ULL};
+/* A cancel token: a fresh object per call, tagged and wrapped by submit. */
+static const napi_type_tag TOKEN_TAG = {0x626c69747a2d6e6fULL, 0x64652d746f6b3031ULL};
+
+/* finish_close is called by deliver, before its definition. */
+static void finish_close(napi_env env, pool_ctx *p);
 
 /* ---- pool_ctx ownership ---- */
 
-void pool_unref(pool_ctx *p) {
+static void pool_unref(pool_ctx *p) {
     if (--p->refs > 0) return;
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
 
-void unlink_pool(pool_ctx *p) {
+static void unlink_pool(pool_ctx *p) {
     if (!p->ed) return;
     if (p->prev) p->prev->next = p->next; else p->ed->pools = p->next;
     if (p->next) p->next->prev = p->prev;
@@ -114,7 +174,7 @@ void unlink_pool(pool_ctx *p) {
 
 /* Our last use of the tsfn: Node finalizes it (tsfn_finalized) once the
  * wake-up it may still hold was dispatched. */
-void release_tsfn(pool_ctx *p) {
+static void release_tsfn(pool_ctx *p) {
     if (p->tsfn_released) return;
     p->tsfn_released = true;
     pthread_mutex_lock(&p->lock);
@@ -127,7 +187,7 @@ void release_tsfn(pool_ctx *p) {
  * spawned with BLZ_SPAWN_DONE_AFTER_FINISH, so by the time its on_done put
  * the call on the done list (or blz_pool_destroy returned) the join
  * returns at once, and the loop thread never waits for a worker here. */
-void join_task(call_ctx *c) {
+static void join_task(call_ctx *c) {
     if (!c->task) return;
     blz_join(c->task);
     c->task = NULL;
@@ -149,85 +209,15 @@ void free_call(napi_env env, call_ctx *c) {
     if (c->handle) napi_delete_reference(env, c->handle);
     if (c->result) napi_delete_reference(env, c->result);
     memory_free(env, &c->mem);
-    if (c->kind == CALL_CRC32) {
-        free(c->u.crc.spans);
-        free(c->u.crc.out);
-    } else if (c->kind == CALL_SORT) {
-        free(c->u.sort.tmp);
-    }
+    call_free_args(c);
     free(c);
 }
 
-void unlink_call(pool_ctx *p, call_ctx *c) {
+static void unlink_call(pool_ctx *p, call_ctx *c) {
     if (c->prev) c->prev->next = c->next; else p->calls = c->next;
     if (c->next) c->next->prev = c->prev;
     c->prev = c->next = NULL;
     p->in_flight--;
-}
-
-void finish_close(napi_env env, pool_ctx *p);
-void crc_pieces(void *arg, size_t lo, size_t hi);
-void map_pieces(void *arg, size_t lo, size_t hi);
-
-/* Runs on a worker: the task of every call. */
-void call_task(void *arg) {
-    call_ctx *c = arg;
-    blz_status inner = BLZ_OK;
-    c->ran = true;
-    switch (c->kind) {
-    case CALL_RUN:
-        c->u.run.fn(c->u.run.arg);
-        break;
-    case CALL_FOR:
-        inner = blz_parallel_for(c->pool, c->u.loop.begin, c->u.loop.end, c->u.loop.grain, c->u.loop.fn,
-                                 c->u.loop.arg);
-        break;
-    case CALL_CRC32:
-        inner = blz_parallel_for(c->pool, 0, c->u.crc.n, 1, crc_pieces, c);
-        break;
-    case CALL_SORT:
-        if (bn_sort_f64(c->pool, c->u.sort.a, c->u.sort.tmp, c->u.sort.n)) inner = BLZ_ECANCELED;
-        break;
-    case CALL_MAP:
-        inner = blz_parallel_for(c->pool, 0, c->u.map.n, c->u.map.grain, map_pieces, c);
-        break;
-    default:
-        break;
-    }
-    /* A kernel that returned early because the call was cancelled (the
-     * built-ins poll blz_cancelled) must not look like a success. */
-    if (inner == BLZ_OK && blz_cancelled()) inner = BLZ_ECANCELED;
-    c->inner = inner;
-}
-
-/* CRC pieces: one buffer per index. Long buffers are hashed in 256 KiB
- * steps with a cancellation check between steps, so that an abort (or an
- * env teardown) is not held up by one huge buffer. */
-void crc_pieces(void *arg, size_t lo, size_t hi) {
-    call_ctx *c = arg;
-    enum { STEP = 256 * 1024 };
-    for (size_t i = lo; i < hi; ++i) {
-        const unsigned char *p = c->u.crc.spans[i].data;
-        size_t left = c->u.crc.spans[i].len;
-        uint32_t crc = 0;
-        while (left > 0) {
-            size_t step = left < STEP ? left : STEP;
-            crc = bn_crc32(crc, p, step);
-            p += step;
-            left -= step;
-            if (left > 0 && blz_cancelled()) return;
-        }
-        c->u.crc.out[i] = crc;
-    }
-}
-
-void map_pieces(void *arg, size_t lo, size_t hi) {
-    call_ctx *c = arg;
-    if (c->u.map.f32) {
-        bn_map_f32(c->u.map.op, c->u.map.mul, c->u.map.add, c->u.map.in, c->u.map.out, lo, hi);
-    } else {
-        bn_map_f64(c->u.map.op, c->u.map.mul, c->u.map.add, c->u.map.in, c->u.map.out, lo, hi);
-    }
 }
 
 /*
@@ -235,7 +225,7 @@ void map_pieces(void *arg, size_t lo, size_t hi) {
  * pool_ctx is alive: blz_pool_destroy, which comes before its last owner
  * lets go, waits for this on_done. Nothing here waits for the loop thread.
  */
-void call_done(void *done_arg, blz_status status) {
+static void call_done(void *done_arg, blz_status status) {
     call_ctx *c = done_arg;
     pool_ctx *p = c->owner;
     c->status = status;
@@ -254,32 +244,13 @@ void call_done(void *done_arg, blz_status status) {
     /* From here on the loop thread may free c: it is not touched again. */
 }
 
-napi_value make_result(napi_env env, call_ctx *c) {
-    napi_value result;
-    switch (c->result_kind) {
-    case RESULT_UNDEFINED: return napi_get_undefined(env, &result) == napi_ok ? result : NULL;
-    case RESULT_NULL: return napi_get_null(env, &result) == napi_ok ? result : NULL;
-    case RESULT_OBJECT: return napi_get_reference_value(env, c->result, &result) == napi_ok ? result : NULL;
-    default: break;
-    }
-    /* CRC32: an array of numbers, as zlib.crc32 returns one number. */
-    if (napi_create_array_with_length(env, c->u.crc.n, &result) != napi_ok) return NULL;
-    for (size_t i = 0; i < c->u.crc.n; ++i) {
-        napi_value v;
-        if (napi_create_uint32(env, c->u.crc.out[i], &v) != napi_ok ||
-            napi_set_element(env, result, (uint32_t)i, v) != napi_ok)
-            return NULL;
-    }
-    return result;
-}
-
 /*
  * Writes the call's copy back into its result, when the call has one and
  * wants it now: on success, or once its kernel ran (and may have written)
  * for calls whose partial writes count. false if the result's memory went
  * away meanwhile.
  */
-bool deliver_copy(napi_env env, call_ctx *c, blz_status s) {
+static bool deliver_copy(napi_env env, call_ctx *c, blz_status s) {
     if (!c->back.data || !(s == BLZ_OK || (c->back_on_failure && c->ran))) return true;
     napi_value target;
     return napi_get_reference_value(env, c->result, &target) == napi_ok && target &&
@@ -289,7 +260,7 @@ bool deliver_copy(napi_env env, call_ctx *c, blz_status s) {
 /* Settles one finished call and frees it (loop thread). The copy is
  * written back before the promise is settled: resolving may run
  * JavaScript (a `then` getter on the result), which could detach it. */
-void settle(napi_env env, pool_ctx *p, call_ctx *c) {
+static void settle(napi_env env, pool_ctx *p, call_ctx *c) {
     napi_handle_scope scope;
     bool scoped = napi_open_handle_scope(env, &scope) == napi_ok;
     unlink_call(p, c);
@@ -298,7 +269,7 @@ void settle(napi_env env, pool_ctx *p, call_ctx *c) {
     bool delivered = deliver_copy(env, c, s);
     napi_value value = NULL;
     if (s == BLZ_OK && delivered) {
-        value = make_result(env, c);
+        value = call_result(env, c);
         if (value) {
             napi_resolve_deferred(env, c->deferred, value);
         } else {
@@ -324,7 +295,7 @@ void settle(napi_env env, pool_ctx *p, call_ctx *c) {
  * when Node drops a queued wake-up at teardown; the cleanup hook has then
  * freed the calls already (or will), so there is nothing to do.
  */
-void deliver(napi_env env, napi_value js_cb, void *context, void *data) {
+static void deliver(napi_env env, napi_value js_cb, void *context, void *data) {
     (void)js_cb;
     (void)data;
     if (!env) return;
@@ -347,7 +318,7 @@ void deliver(napi_env env, napi_value js_cb, void *context, void *data) {
 }
 
 /* Node runs this on the loop thread right before it deletes the tsfn. */
-void tsfn_finalized(napi_env env, void *data, void *hint) {
+static void tsfn_finalized(napi_env env, void *data, void *hint) {
     (void)env;
     (void)hint;
     pool_ctx *p = data;
@@ -359,7 +330,7 @@ void tsfn_finalized(napi_env env, void *data, void *hint) {
 }
 
 /* Destroys the blz_pool of a pool with no call in flight (loop thread). */
-void destroy_idle_pool(pool_ctx *p) {
+static void destroy_idle_pool(pool_ctx *p) {
     if (!p->pool) return;
     /* No accepted work is left (every call was settled), so this only
      * waits for the last on_done to return and joins the idle workers. */
@@ -369,7 +340,7 @@ void destroy_idle_pool(pool_ctx *p) {
 }
 
 /* Frees the blz_pool and gives up the tsfn; a pending close() resolves. */
-void finish_close(napi_env env, pool_ctx *p) {
+static void finish_close(napi_env env, pool_ctx *p) {
     destroy_idle_pool(p);
     release_tsfn(p);
     if (p->close_deferred) {
@@ -381,7 +352,7 @@ void finish_close(napi_env env, pool_ctx *p) {
 }
 
 /* The JS handle was garbage-collected, or the env is being torn down. */
-void pool_handle_finalize(napi_env env, void *data, void *hint) {
+static void pool_handle_finalize(napi_env env, void *data, void *hint) {
     (void)hint;
     pool_ctx *p = data;
     p->handle_alive = false;
@@ -399,7 +370,7 @@ void pool_handle_finalize(napi_env env, void *data, void *hint) {
 
 /* ---- env teardown ---- */
 
-void teardown_pool(napi_env env, pool_ctx *p) {
+static void teardown_pool(napi_env env, pool_ctx *p) {
     /* Skip what has not started; built-in kernels stop at their next check. */
     for (call_ctx *c = p->calls; c; c = c->next)
         if (c->task) blz_task_cancel(c->task);
@@ -433,15 +404,14 @@ void teardown_pool(napi_env env, pool_ctx *p) {
      * finalizes it later in the teardown (tsfn_finalized). */
 }
 
-
-void env_cleanup(void *arg) {
+static void env_cleanup(void *arg) {
     env_data *ed = arg;
     ed->torn_down = true;
     napi_env env = ((env_box *)ed)->env;
     while (ed->pools) teardown_pool(env, ed->pools);
 }
 
-void env_data_finalize(napi_env env, void *data, void *hint) {
+static void env_data_finalize(napi_env env, void *data, void *hint) {
     (void)hint;
     env_box *box = data;
     /* The cleanup hook ran first (it runs before the env is deleted); if it
@@ -453,12 +423,33 @@ void env_data_finalize(napi_env env, void *data, void *hint) {
     free(box);
 }
 
-env_data *get_env_data(napi_env env) {
+static env_data *get_env_data(napi_env env) {
     void *data = NULL;
     if (napi_get_instance_data(env, &data) != napi_ok) return NULL;
     return data;
 }
 
+bool lifetime_init_env(napi_env env) {
+    env_box *box = calloc(1, sizeof *box);
+    if (!box) {
+        throw_status(env, BLZ_ENOMEM);
+        return false;
+    }
+    box->env = env;
+    if (napi_set_instance_data(env, &box->data, env_data_finalize, NULL) != napi_ok) {
+        free(box);
+        throw_napi_failure(env, napi_generic_failure, "napi_set_instance_data");
+        return false;
+    }
+    /* Registered before any pool's tsfn exists: hooks run last-in first-out,
+     * so at teardown this runs after the tsfns' hooks (which only mark them
+     * closing) and before Node deletes them or the env. */
+    if (napi_add_env_cleanup_hook(env, env_cleanup, &box->data) != napi_ok) {
+        throw_napi_failure(env, napi_generic_failure, "napi_add_env_cleanup_hook");
+        return false;
+    }
+    return true;
+}
 
 /* ---- submission ---- */
 
@@ -472,8 +463,6 @@ napi_value rejected(napi_env env, blz_status s) {
     return promise;
 }
 
-/* Whether p takes new calls: checked before any copy is made, and again at
- * the spawn (reading a crc32 list can run JavaScript that closes the pool). */
 bool accepting(const pool_ctx *p) { return p->pool && !p->closing; }
 
 /*
@@ -543,57 +532,158 @@ napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, nap
     return promise;
 }
 
-call_ctx *new_call(napi_env env, int kind) {
-    call_ctx *c = calloc(1, sizeof *c);
-    if (!c) throw_status(env, BLZ_ENOMEM);
-    if (c) {
-        c->kind = kind;
-        c->result_kind = RESULT_CRCS;
-    }
-    return c;
+pool_ctx *unwrap_pool(napi_env env, napi_value handle) {
+    return unwrap_tagged(env, handle, &POOL_TAG, "not a libblitz pool handle");
 }
 
-/* What c's promise resolves to: v itself (held by a reference: no JS
- * property or array element stands between). false with an exception pending. */
-bool set_result(napi_env env, call_ctx *c, napi_value v) {
+/* ---- the pool functions index.js calls ---- */
+
+/* createPool(threads) -> handle */
+static napi_value js_create_pool(napi_env env, napi_callback_info info) {
+    GET_ARGS(1);
+    env_data *ed = get_env_data(env);
+    if (!ed || ed->torn_down) {
+        napi_throw_error(env, "BLZ_ESHUTDOWN", "libblitz: the environment is shutting down");
+        return NULL;
+    }
+    uint32_t threads;
+    if (napi_get_value_uint32(env, argv[0], &threads) != napi_ok || threads > BLZ_MAX_THREADS) {
+        napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "threads must be an integer from 0 to 65535");
+        return NULL;
+    }
+    pool_ctx *p = calloc(1, sizeof *p);
+    if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        throw_status(env, BLZ_ENOMEM);
+        return NULL;
+    }
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = threads;
+    config.thread_name = "blz-node";
+    blz_status s = blz_pool_create(&config, &p->pool);
+    if (s != BLZ_OK) {
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        throw_status(env, s);
+        return NULL;
+    }
+    p->threads = blz_pool_num_threads(p->pool);
+
+    napi_value handle, name;
+    if (napi_create_object(env, &handle) != napi_ok ||
+        napi_create_string_utf8(env, "libblitz", NAPI_AUTO_LENGTH, &name) != napi_ok ||
+        napi_create_threadsafe_function(env, NULL, NULL, name, 0, 1, p, tsfn_finalized, p, deliver,
+                                        &p->tsfn) != napi_ok) {
+        blz_pool_destroy(p->pool);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        throw_napi_failure(env, napi_generic_failure, "creating the pool's threadsafe function");
+        return NULL;
+    }
+    p->tsfn_alive = true;
+    p->refs = 1; /* the tsfn */
+    /* Idle: the pool does not keep the loop alive until a call is in flight. */
+    napi_unref_threadsafe_function(env, p->tsfn);
+    if (napi_wrap(env, handle, p, pool_handle_finalize, NULL, NULL) != napi_ok) {
+        /* The tsfn's finalizer drops its reference; destroy the pool first. */
+        blz_pool_destroy(p->pool);
+        p->pool = NULL;
+        release_tsfn(p);
+        throw_napi_failure(env, napi_generic_failure, "napi_wrap");
+        return NULL;
+    }
+    p->refs++;
+    p->handle_alive = true;
+    napi_type_tag_object(env, handle, &POOL_TAG);
+    p->ed = ed;
+    p->next = ed->pools;
+    if (ed->pools) ed->pools->prev = p;
+    ed->pools = p;
+    return handle;
+}
+
+/* threads(handle) -> number */
+static napi_value js_pool_threads(napi_env env, napi_callback_info info) {
+    GET_POOL_ARGS(1);
+    napi_value v;
+    CHECK_NAPI(env, napi_create_uint32(env, p->threads, &v));
+    return v;
+}
+
+/* cancel(token): cancels the call's task; a settled call's token is unwrapped: no-op. */
+static napi_value js_cancel(napi_env env, napi_callback_info info) {
+    GET_ARGS(1);
+    void *c = NULL;
+    bool tagged = false;
     napi_valuetype t;
-    if (napi_typeof(env, v, &t) != napi_ok) return false;
-    if (t == napi_undefined || t == napi_null) {
-        c->result_kind = t == napi_undefined ? RESULT_UNDEFINED : RESULT_NULL;
-        return true;
+    /* The handle is valid while c->task is set: the join that frees it
+     * (settle, teardown: this thread) clears the field, and the token stays
+     * wrapped only until the call is freed, right after; settling may run
+     * JavaScript (a `then` getter) in between, which finds the field NULL. */
+    if (napi_typeof(env, argv[0], &t) == napi_ok && t == napi_object &&
+        napi_check_object_type_tag(env, argv[0], &TOKEN_TAG, &tagged) == napi_ok && tagged &&
+        napi_unwrap(env, argv[0], &c) == napi_ok && c && ((call_ctx *)c)->task) {
+        blz_task_cancel(((call_ctx *)c)->task);
     }
-    c->result_kind = RESULT_OBJECT;
-    if (napi_create_reference(env, v, 1, &c->result) == napi_ok) return true;
-    throw_napi_failure(env, napi_generic_failure, "holding the call's result");
-    return false;
+    return NULL;
 }
 
-/*
- * The arg of run and parallelFor: b NULL for undefined or null (the
- * kernel gets NULL), else its bytes, read with no JavaScript run since,
- * taken for the call and written back when the kernel ran, failed or not
- * (a kernel may leave word of its failure there).
- */
-bool take_arg(napi_env env, call_ctx *c, napi_value arg, const js_bytes *b, void **data) {
-    *data = NULL;
-    if (b) {
-        byte_span span;
-        if (!take_bytes(env, &c->mem, b, true, &span)) return false;
-        *data = span.data;
-        if (!b->shared) {
-            c->back = span;
-            c->back_on_failure = true;
-        }
+static bool set_u64(napi_env env, napi_value obj, const char *name, uint64_t v) {
+    napi_value n;
+    return napi_create_double(env, (double)v, &n) == napi_ok && napi_set_named_property(env, obj, name, n) == napi_ok;
+}
+
+/* stats(handle) -> object (throws BLZ_ESHUTDOWN on a closed pool) */
+static napi_value js_stats(napi_env env, napi_callback_info info) {
+    GET_POOL_ARGS(1);
+    if (!p->pool || p->closing) {
+        throw_status(env, BLZ_ESHUTDOWN);
+        return NULL;
     }
-    return set_result(env, c, arg);
+    blz_stats st;
+    memset(&st, 0, sizeof st);
+    st.struct_size = sizeof st;
+    blz_status s = blz_pool_stats(p->pool, &st);
+    if (s != BLZ_OK) {
+        throw_status(env, s);
+        return NULL;
+    }
+    napi_value obj;
+    CHECK_NAPI(env, napi_create_object(env, &obj));
+    if (!set_u64(env, obj, "threads", st.num_threads) || !set_u64(env, obj, "sleepingNow", st.sleeping_now) ||
+        !set_u64(env, obj, "inactiveNow", st.inactive_now) ||
+        !set_u64(env, obj, "jobsExecuted", st.jobs_executed) ||
+        !set_u64(env, obj, "jobsInjected", st.jobs_injected) || !set_u64(env, obj, "steals", st.steals) ||
+        !set_u64(env, obj, "sleeps", st.sleeps) || !set_u64(env, obj, "wakeups", st.wakeups) ||
+        !set_u64(env, obj, "spuriousWakeups", st.spurious_wakeups) ||
+        !set_u64(env, obj, "sleepAborts", st.sleep_aborts) || !set_u64(env, obj, "tasksFailed", st.tasks_failed) ||
+        !set_u64(env, obj, "inFlight", p->in_flight))
+        return NULL;
+    return obj;
 }
 
-/* The arg's bytes, or NULL for undefined or null; false with a TypeError pending. */
-bool read_arg(napi_env env, napi_value arg, js_bytes *b, const js_bytes **out) {
-    *out = NULL;
-    if (is_undefined_or_null(env, arg)) return true;
-    if (!get_bytes(env, arg, b, "arg")) return false;
-    *out = b;
-    return true;
+/* close(handle) -> promise, the same one on every call */
+static napi_value js_close(napi_env env, napi_callback_info info) {
+    GET_POOL_ARGS(1);
+    napi_value promise;
+    if (p->close_promise) {
+        CHECK_NAPI(env, napi_get_reference_value(env, p->close_promise, &promise));
+        return promise;
+    }
+    CHECK_NAPI(env, napi_create_promise(env, &p->close_deferred, &promise));
+    CHECK_NAPI(env, napi_create_reference(env, promise, 1, &p->close_promise));
+    p->closing = true;
+    if (p->in_flight == 0) finish_close(env, p);
+    /* else deliver finishes it when the last call settles */
+    return promise;
 }
 
+const js_export lifetime_exports[] = {
+    {"createPool", js_create_pool},
+    {"poolThreads", js_pool_threads},
+    {"cancel", js_cancel},
+    {"stats", js_stats},
+    {"close", js_close},
+    {NULL, NULL},
+};

@@ -103,3 +103,11 @@ test('the ESM entry exports the same objects as require', async () => {
   assert.equal(esm.kernels.noop, blitz.kernels.noop);
   assert.match(esm.libraryVersion, /^0\.\d+\.\d+$/);
 });
+
+test('the package has no libuv comparison: the addon exports no uvCrc32 (bench/uv_crc32.c does)', async () => {
+  const { createRequire } = await import('node:module');
+  const addon = createRequire(import.meta.url)(blitz.addonPath);
+  assert.equal(typeof addon.crc32, 'function', 'the addon itself');
+  assert.equal(addon.uvCrc32, undefined);
+  assert.equal(blitz.libuv, undefined);
+});
