@@ -21,7 +21,7 @@ namespace fs = std::filesystem;
 class FakeRoot {
 public:
     FakeRoot() {
-        char name[] = "/tmp/blz-quota-XXXXXX";
+        char name[] = "/tmp/blz-quota-XXXXXX";  // mkdtemp's template: it replaces the Xs
         if (mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
         path_ = name;
     }
