@@ -22,9 +22,15 @@
 #include <vector>
 
 #include "support.hpp"
+#include "task_records.hpp"
 
 namespace {
 
+using blz_test::HeldWorker;
+using blz_test::settled_tasks_failed;
+using blz_test::kSanitized;
+using blz_test::kForever;
+using blz_test::kMinute;
 using blz_test::Pool;
 using blz_test::thunk_of;
 using blz_test::range_thunk_of;
@@ -40,9 +46,6 @@ using blz_test::Watchdog;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr bool kSanitized = blz_test::kAddressSanitizer || blz_test::kThreadSanitizer;
-constexpr uint64_t kForever = UINT64_MAX;
-constexpr uint64_t kMinute = 60ull * 1000 * 1000 * 1000;  // ns
 
 // ---------------------------------------------------------------------------
 // Helpers
@@ -103,30 +106,6 @@ void holder_fn(void *arg) {
         blz_fail();
         h->cancelled_after_fail.store(blz_cancelled());
     }
-}
-
-// A 1-thread pool's only worker held by a gate (a task outside any group).
-struct HeldWorker {
-    Gate gate;
-    blz_task *task = nullptr;
-    explicit HeldWorker(blz_pool *pool) {
-        REQUIRE(blz_spawn(pool, gate_fn, &gate, &task) == BLZ_OK);
-        REQUIRE(gate.wait_entered());
-    }
-    ~HeldWorker() {
-        gate.release();
-        if (task != nullptr) blz_join(task);
-    }
-    HeldWorker(const HeldWorker &) = delete;
-    HeldWorker &operator=(const HeldWorker &) = delete;
-};
-
-// Waits until tasks_failed reaches `expected` (at most a minute) and the pool
-// is idle, then returns the settled count.
-uint64_t settled_tasks_failed(blz_pool *pool, uint64_t expected) {
-    eventually([&] { return stats_of(pool).tasks_failed >= expected; }, seconds(10));
-    REQUIRE(blz_test::wait_until_asleep(pool, milliseconds(60000)));
-    return stats_of(pool).tasks_failed;
 }
 
 // After a wait reported the group's cancel (or failure): the group is

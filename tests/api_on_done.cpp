@@ -37,6 +37,10 @@
 
 namespace {
 
+using blz_test::HeldWorker;
+using blz_test::kSanitized;
+using blz_test::kForever;
+using blz_test::kMinute;
 using blz_test::Pool;
 using blz_test::on_worker;
 using blz_test::eventually;
@@ -65,27 +69,6 @@ using blz_test::name_of;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr bool kSanitized = blz_test::kAddressSanitizer || blz_test::kThreadSanitizer;
-constexpr uint64_t kForever = UINT64_MAX;
-constexpr uint64_t kMinute = 60ull * 1000 * 1000 * 1000;  // ns: "long enough" in a bounded wait
-
-// A 1-thread pool's only worker held by a gate, so that what is spawned
-// next queues behind it.
-struct HeldWorker {
-    Gate gate;
-    blz_task *task = nullptr;
-    explicit HeldWorker(blz_pool *pool) {
-        REQUIRE(blz_spawn(pool, gate_fn, &gate, &task) == BLZ_OK);
-        REQUIRE(gate.wait_entered());
-    }
-    ~HeldWorker() {
-        gate.release();
-        if (task != nullptr) blz_join(task);
-    }
-    HeldWorker(const HeldWorker &) = delete;
-    HeldWorker &operator=(const HeldWorker &) = delete;
-    void release() { gate.release(); }
-};
 
 }  // namespace
 

@@ -18,9 +18,11 @@
 #include <vector>
 
 #include "support.hpp"
+#include "task_records.hpp"
 
 namespace {
 
+using blz_test::HeldWorker;
 using blz_test::Gate;
 using blz_test::gate_fn;
 using blz_test::OpenOnExit;
@@ -54,27 +56,6 @@ blz_spawn_options options_for(Record &record, blz_group *group = nullptr, uint32
     opts.done_arg = &record;
     return opts;
 }
-
-// Occupies the only worker of a 1-worker pool until it goes out of scope,
-// and joins the holding task there, before the gate it reads is gone.
-struct HeldWorker {
-    Gate gate;
-    blz_task *task = nullptr;
-    explicit HeldWorker(blz_pool *pool) {
-        REQUIRE(blz_spawn(pool, gate_fn, &gate, &task) == BLZ_OK);
-        if (!gate.wait_entered()) {  // no destructor runs for a constructor that throws
-            gate.release();
-            blz_join(task);
-            FAIL("the holding task never started");
-        }
-    }
-    ~HeldWorker() {
-        gate.release();
-        blz_join(task);
-    }
-    HeldWorker(const HeldWorker &) = delete;
-    HeldWorker &operator=(const HeldWorker &) = delete;
-};
 
 }  // namespace
 

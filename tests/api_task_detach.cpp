@@ -22,6 +22,9 @@
 
 namespace {
 
+using blz_test::kSanitized;
+using blz_test::kForever;
+using blz_test::kMinute;
 using blz_test::Pool;
 using blz_test::eventually;
 using blz_test::Gate;
@@ -48,9 +51,6 @@ using blz_test::name_of;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr bool kSanitized = blz_test::kAddressSanitizer || blz_test::kThreadSanitizer;
-constexpr uint64_t kForever = UINT64_MAX;
-constexpr uint64_t kMinute = 60ull * 1000 * 1000 * 1000;  // ns: "long enough" in a bounded wait
 
 }  // namespace
 

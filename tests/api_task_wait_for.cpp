@@ -22,6 +22,8 @@
 
 namespace {
 
+using blz_test::kForever;
+using blz_test::kMinute;
 using blz_test::Pool;
 using blz_test::thunk_of;
 using blz_test::on_worker;
@@ -38,8 +40,6 @@ using blz_test::check_rec;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
 
-constexpr uint64_t kForever = UINT64_MAX;
-constexpr uint64_t kMinute = 60ull * 1000 * 1000 * 1000;  // ns: "long enough" in a bounded wait
 
 }  // namespace
 

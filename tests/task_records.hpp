@@ -19,6 +19,33 @@
 
 namespace blz_test {
 
+inline constexpr bool kSanitized = kAddressSanitizer || kThreadSanitizer;
+inline constexpr uint64_t kForever = UINT64_MAX;                      // ns: no bound
+inline constexpr uint64_t kMinute = 60ull * 1000 * 1000 * 1000;  // ns: "long enough" in a bounded wait
+
+// Occupies the only worker of a 1-worker pool until it goes out of scope
+// (or release()), so that what is spawned next queues behind it; joins the
+// holding task there, before the gate it reads is gone.
+struct HeldWorker {
+    Gate gate;
+    blz_task *task = nullptr;
+    explicit HeldWorker(blz_pool *pool) {
+        REQUIRE(blz_spawn(pool, gate_fn, &gate, &task) == BLZ_OK);
+        if (!gate.wait_entered()) {  // no destructor runs for a constructor that throws
+            gate.release();
+            blz_join(task);
+            FAIL("the holding task never started");
+        }
+    }
+    ~HeldWorker() {
+        gate.release();
+        blz_join(task);
+    }
+    HeldWorker(const HeldWorker &) = delete;
+    HeldWorker &operator=(const HeldWorker &) = delete;
+    void release() { gate.release(); }
+};
+
 // How a recorded task ends.
 enum class Ending { kOk, kThrow, kFail };
 
