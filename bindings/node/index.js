@@ -214,9 +214,12 @@ function withSignal(signal, start) {
     unfollow(signal, entry, token);
     return token.aborted;
   };
+  // The addon settles a call that cancel() reached as aborted (its copy not
+  // written back); one it settled as a success before the abort came keeps
+  // its value, since its writes already arrived.
   return promise.then(
     (value) => {
-      if (settled()) throw abortError(signal);
+      settled();
       return value;
     },
     (error) => {

@@ -266,6 +266,11 @@ static void settle(napi_env env, pool_ctx *p, call_ctx *c) {
     unlink_call(p, c);
     join_task(c);
     blz_status s = c->status != BLZ_OK ? c->status : c->inner;
+    /* An abort that came after the kernel finished but before this settle
+     * still aborts the call (index.js rejects it with AbortError): so the
+     * copy is not written back as a success's, and a plain output stays as
+     * it was, the rule every aborted call keeps. */
+    if (s == BLZ_OK && c->cancelled) s = BLZ_ECANCELED;
     bool delivered = deliver_copy(env, c, s);
     napi_value value = NULL;
     if (s == BLZ_OK && delivered) {
@@ -624,6 +629,7 @@ static napi_value js_cancel(napi_env env, napi_callback_info info) {
     if (napi_typeof(env, argv[0], &t) == napi_ok && t == napi_object &&
         napi_check_object_type_tag(env, argv[0], &TOKEN_TAG, &tagged) == napi_ok && tagged &&
         napi_unwrap(env, argv[0], &c) == napi_ok && c && ((call_ctx *)c)->task) {
+        ((call_ctx *)c)->cancelled = true;
         blz_task_cancel(((call_ctx *)c)->task);
     }
     return NULL;

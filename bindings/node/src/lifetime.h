@@ -26,6 +26,7 @@ struct call_ctx {
     bool back_on_failure; /* write back also when the kernel ran and failed or was aborted */
     call_memory mem;      /* the memory the kernels use */
     blz_task *task;       /* the task handle: cancel's target until settle or teardown joins it (then NULL) */
+    bool cancelled;       /* cancel(token) reached the call before it settled: it settles as aborted */
 
     /* Set by the loop thread before the spawn, read by the task. */
     int kind;

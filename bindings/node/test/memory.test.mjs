@@ -60,3 +60,17 @@ test('an aborted map leaves a plain output as it was', async () => {
   await assert.rejects(call, { name: 'AbortError' });
   assert.ok(output.every((x) => x === -1));
 });
+
+test('an abort after the kernel finished, before the call settled, still leaves a plain output as it was', async () => {
+  const input = new Float64Array(1024).fill(4);
+  const output = new Float64Array(1024).fill(-1);
+  const controller = new AbortController();
+  const call = pool.map(input, 'sqrt', { output, signal: controller.signal });
+  // The loop thread is busy here, so the call cannot settle, while the
+  // workers finish the 1024-element map long before the 200 ms are up.
+  const until = Date.now() + 200;
+  while (Date.now() < until);
+  controller.abort();
+  await assert.rejects(call, { name: 'AbortError' });
+  assert.ok(output.every((x) => x === -1), 'an aborted call writes nothing back');
+});
