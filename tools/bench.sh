@@ -32,28 +32,40 @@
 # same work without the pool), which writes
 # bench/results/forkpath.{json,md,png}; about 20 min with --runs 5. It
 # runs only when named.
+#
+# NAME rayon-workloads is issue 29's (bench/rayon_workloads.py): one Rayon
+# program built natively and on libblitz (rayon-core replaced by
+# bindings/rust/rayon-core), iterators, sorts, fib and a tree on 1 and 2
+# workers, alternating; writes bench/results/rayon-workloads.{json,md}.
+# About 10 min with --runs 5; runs only when named.
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$1
 shift
-names=0 node=0 python=0 forkpath=0 report_only=0 others=() forkpath_args=()
+names=0 node=0 python=0 forkpath=0 rayon=0 report_only=0 others=() runs_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
-        --runs) others+=("$1" "${2:-}"); forkpath_args+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
+        --runs) others+=("$1" "${2:-}"); runs_args+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
         --note) others+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
         --smoke | --report-only) report_only=1; others+=("$1"); shift ;;
         -*) others+=("$1"); shift ;;
         node) node=1; shift ;;
         python) python=1; shift ;;
         forkpath) forkpath=1; shift ;;
+        rayon-workloads) rayon=1; shift ;;
         *) names=$((names + 1)); others+=("$1"); shift ;;
     esac
 done
 status=0
 if [ "$forkpath" = 1 ]; then
-    python3 "$root/bench/forkpath.py" "$build_dir" "${forkpath_args[@]}" || status=$?
-    [ $((names + node + python)) -gt 0 ] || exit "$status"
+    python3 "$root/bench/forkpath.py" "$build_dir" "${runs_args[@]}" || status=$?
+fi
+if [ "$rayon" = 1 ]; then
+    python3 "$root/bench/rayon_workloads.py" "$build_dir" "${runs_args[@]}" || status=$?
+fi
+if [ $((forkpath + rayon)) -gt 0 ] && [ $((names + node + python)) -eq 0 ]; then
+    exit "$status"
 fi
 only_bindings=$(( node + python > 0 && names == 0 ))
 if [ "$only_bindings" = 0 ] || [ "$report_only" = 1 ]; then
@@ -67,10 +79,11 @@ if [ "$report_only" = 0 ] && { [ "$python" = 1 ] || [ "$names$node" = 00 ]; }; t
         tee "$root/bindings/python/bench/results.txt" || status=1
 fi
 if [ "$report_only" = 0 ] && { [ "$node" = 1 ] || [ "$names$python" = 00 ]; }; then
-    if command -v node >/dev/null 2>&1 && [ -f "$build_dir/bindings/node/blitz_node.node" ]; then
+    if command -v node >/dev/null 2>&1 && [ -f "$build_dir/bindings/node/blitz_node.node" ] &&
+        [ -f "$build_dir/bindings/node/blitz_node_bench.node" ]; then
         node "$root/bindings/node/bench/hash.mjs" --build-dir "$build_dir" || status=$?
     else
-        echo "bench: node: skipped (no node on PATH, or $build_dir/bindings/node/blitz_node.node not built)" >&2
+        echo "bench: node: skipped (no node on PATH, or $build_dir/bindings/node/blitz_node{,_bench}.node not built)" >&2
     fi
 fi
 exit "$status"
