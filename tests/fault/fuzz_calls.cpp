@@ -14,7 +14,8 @@
 // A ledger records every task: whether its spawn was accepted, how often
 // its fn ran, its on_done's calls and status, what its join returned.
 // It checks, as the calls return and once each pool is destroyed: an
-// accepted task ran exactly once or was cancelled (its group's skip); a
+// accepted task ran exactly once or was cancelled (its group's skip, or a
+// blz_task_cancel its spawner sent while polling it); a
 // refused one never ran; on_done ran once, with the status the task
 // earned; a join returned that status, after the task's end; a group wait
 // reported what its batch did; blz_stats agrees (tasks_failed within the
@@ -787,6 +788,8 @@ void print_summary(double seconds) {
                             {t.failures.load(), "failures caused"},
                             {t.joins.load(), "handles joined"},
                             {t.timeouts.load(), "bounded waits timed out"},
+                            {t.task_cancels.load(), "blz_task_cancel calls"},
+                            {t.task_cancel_skips.load(), "tasks they skipped"},
                             {t.thread_exits.load(), "threads that spawned at exit"}});
     print_figures("calls", {{t.sessions.load(), "group sessions"},
                             {t.group_waits.load(), "group waits"},

@@ -51,7 +51,8 @@ struct Totals {
     std::atomic<uint64_t> ops{0}, tasks{0}, accepted{0}, refused{0}, failures{0}, pools{0}, private_pools{0},
         create_refusals{0}, destroys{0}, releases{0}, gate_destroys{0}, racer_refusals{0}, task_destroys{0},
         cancel_pending_destroys{0}, sessions{0}, group_waits{0}, timeouts{0}, joins{0}, stats{0}, traces{0}, caps{0},
-        broadcasts{0}, hosted{0}, edeadlk{0}, exact_checks{0}, held_posts{0}, held_wakes{0}, thread_exits{0};
+        broadcasts{0}, hosted{0}, edeadlk{0}, exact_checks{0}, held_posts{0}, held_wakes{0}, thread_exits{0},
+        task_cancels{0}, task_cancel_skips{0};
 };
 inline Totals g_totals;
 
@@ -95,6 +96,7 @@ struct Ctx {
     TaskEntry *self = nullptr;        // the innermost task, while it owns its handle (kSelf)
     GroupSession *session = nullptr;  // the innermost task's group
     Link link = Link::kNone;
+    bool task_cancel = false;  // the innermost task may be cancelled by blz_task_cancel (no group: see TaskEntry)
     bool nonblocking = false;  // a destroy's racer: must not wait for the pool's work
     bool released = false;     // this task gave its own pool up: no more calls on it
 };

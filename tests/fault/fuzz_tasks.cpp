@@ -47,8 +47,18 @@ void check_on_worker(PoolRec *rec, const char *what) {
 
 void check_cancel_flag(Ctx &ctx) {
     if (blz_cancelled() == 0) return;
-    FUZZ_CHECK(ctx.session != nullptr, "blz_cancelled() is 1 in work for no group's task");
-    ctx.session->saw_cancel.store(true);
+    FUZZ_CHECK(ctx.session != nullptr || ctx.task_cancel, "blz_cancelled() is 1 in work for no group's task"
+               " that nobody cancelled");
+    if (ctx.session != nullptr) ctx.session->saw_cancel.store(true);
+}
+
+// A task that never ran was skipped: by its group's cancel, or by a
+// blz_task_cancel sent to it. Its session is only compared with nullptr
+// here: a join from the bag may come after the session ended (Lifetimes).
+void check_skip(const TaskEntry *e, const char *how) {
+    FUZZ_CHECK(e->session != nullptr || e->cancel_sent.load(),
+               "%s: task %" PRIu64 " of pool %" PRIu64 " was skipped although it is in no group and was not cancelled",
+               how, e->id, e->rec->id);
 }
 
 void end_task_body(TaskEntry *e) {
@@ -91,6 +101,7 @@ void task_main(void *arg) {
     check_on_worker(e->rec, "a task");
     Ctx ctx(e->seed, e->rec, e->depth, e->disposition == Disposition::kSelf ? e : nullptr, e->session,
             e->session != nullptr ? Link::kDefinite : Link::kNone);
+    ctx.task_cancel = e->cancellable;
     check_cancel_flag(ctx);
     run_nested_ops(ctx);
     if (ctx.self != nullptr) release_own_handle(ctx);
@@ -122,9 +133,9 @@ void on_done(void *arg, blz_status status) {
     FUZZ_CHECK(status == expected, "on_done of task %" PRIu64 " of pool %" PRIu64 " got %s; the task %s, so %s", e->id,
                e->rec->id, name_of(status), e->runs.load() == 0 ? "never ran" : "ran", name_of(expected));
     if (e->runs.load() == 0) {
-        FUZZ_CHECK(e->session != nullptr, "task %" PRIu64 " of pool %" PRIu64 " was skipped although it is in no group",
-                   e->id, e->rec->id);
-        e->session->saw_cancel.store(true);
+        check_skip(e, "on_done");
+        if (e->session != nullptr) e->session->saw_cancel.store(true);  // on_done runs before the group's wait returns
+        if (e->session == nullptr) bump(g_totals.task_cancel_skips);
     } else {
         FUZZ_CHECK(e->fn_ended.load(), "on_done of task %" PRIu64 " ran before its fn returned", e->id);
     }
@@ -151,7 +162,7 @@ void finish_handle(TaskEntry *e, int32_t status, uint32_t seq, const char *how) 
     if (e->runs.load() != 0) {
         FUZZ_CHECK(e->fn_ended.load(), "%s of task %" PRIu64 " returned before the task's fn did", how, e->id);
     } else {
-        FUZZ_CHECK(e->session != nullptr, "%s: task %" PRIu64 " was skipped although it is in no group", how, e->id);
+        check_skip(e, how);
     }
     if (e->has_on_done) {
         FUZZ_CHECK(e->done_calls.load() == 1 && e->done_status.load() == status,
@@ -176,6 +187,12 @@ void join_handle(TaskEntry *e) {
 void wait_for_handle(TaskEntry *e, Rng rng) {
     static const uint64_t kTimeouts[] = {0, 1000, 20000, 200000, 2000000, 20000000};
     for (int round = 0;; ++round) {
+        // Now and then a cancel first (twice at times: a second changes nothing).
+        if (e->cancellable && rng.percent(e->cancel_sent.load() ? 3 : 25)) {
+            e->cancel_sent.store(true);
+            FUZZ_CHECK(blz_task_cancel(e->handle) == BLZ_OK, "blz_task_cancel of a task not yet joined failed");
+            bump(g_totals.task_cancels);
+        }
         const uint64_t timeout = round >= 40 ? UINT64_MAX : kTimeouts[rng.below(6)];
         const uint32_t seq = e->wait_seq.fetch_add(1) + 1;  // as in join_handle
         const int32_t status = blz_task_wait_for(e->handle, timeout);
@@ -238,6 +255,7 @@ struct SpawnPlan {
     bool done_probes = false;
     Disposition disposition = Disposition::kDetached;
     Fail fail = Fail::kNone;
+    bool cancellable = false;  // see TaskEntry: an ungrouped kWaitFor task, with an on_done
     uint64_t seed = 0;
 };
 
@@ -254,10 +272,14 @@ SpawnPlan plan_spawn(Rng &r, GroupSession *session) {
     // tells the latch-taking hook which task finishes (t_finishing).
     if (session != nullptr && p.disposition == Disposition::kSelf) p.disposition = Disposition::kJoin;
     if (session != nullptr && p.disposition != Disposition::kDetached) p.on_done = true;
+    // A task that blz_task_cancel may skip has an on_done too, for the same hook.
+    p.cancellable = session == nullptr && p.disposition == Disposition::kWaitFor && r.percent(40);
+    if (p.cancellable) p.on_done = true;
     if (p.on_done) p.ex = true;
     // on_done owns the handle: waiting for its own task is refused there
     // (blitz.h; issue 27 item 6 found it deadlocking), then it detaches.
     if (p.on_done && !options().skips(6) && r.percent(8)) p.disposition = Disposition::kDoneSelf;
+    if (p.disposition != Disposition::kWaitFor) p.cancellable = false;
     p.fail = pick_fail(r, 12);
     p.done_throws = p.on_done && r.percent(5);
     p.done_fails = p.on_done && r.percent(10) && !options().skips(5);
@@ -299,6 +321,7 @@ TaskEntry *submit_task(Ctx &ctx, const Target &t, GroupSession *session, bool ow
     e->done_fails = p.done_fails;
     e->done_probes = p.done_probes;
     e->must_be_cancelled = session != nullptr && owner_spawn && session->cancel_issued;
+    e->cancellable = p.cancellable;
     rec->unfinished.fetch_add(1);
     if (session != nullptr) {
         std::lock_guard<std::mutex> lock(session->mu);

@@ -42,6 +42,7 @@ struct Half {
     TaskEntry *self = nullptr;
     GroupSession *session = nullptr;
     Link link = Link::kNone;
+    bool task_cancel = false;
     std::atomic<int> ran{0};
 };
 
@@ -54,6 +55,7 @@ void half_main(void *arg) {
     FUZZ_CHECK(ran == 1, "a fork-join half ran %d times", ran);
     check_on_worker(h->rec, "a fork-join half");
     Ctx ctx(h->seed, h->rec, h->depth, h->self, h->session, h->link);
+    ctx.task_cancel = h->task_cancel;
     if (h->probe) probe_deadlocks(ctx);
     if (h->nested) op_fork_join(ctx, Target{h->rec, nullptr, true, h->rec->level});
     if (h->fail != Fail::kNone && h->session != nullptr) h->session->note_failure(h->link);
@@ -70,6 +72,7 @@ void plan_half(Ctx &ctx, const Target &t, Half &h) {
     h.self = t.own ? ctx.self : nullptr;  // probes of the same task's handle from its own pool's work
     h.session = ctx.session;
     h.link = link_for(ctx, t);
+    h.task_cancel = ctx.task_cancel;
 }
 
 void op_fork_join(Ctx &ctx, const Target &t) {
@@ -151,8 +154,9 @@ void op_parallel_for(Ctx &ctx, const Target &t) {
         FUZZ_CHECK(covered == 0, "a refused blz_parallel_for ran pieces");
         return;
     }
-    // The innermost task's group cancels the loop (blitz.h); only a group's work can see it.
-    const bool may_cancel = ctx.session != nullptr;
+    // The innermost task's group, or a blz_task_cancel of that task, cancels
+    // the loop (blitz.h); only such a task's work can see it.
+    const bool may_cancel = ctx.session != nullptr || ctx.task_cancel;
     const bool poisoned = p.poison_ran.load();
     if (poisoned) t.rec->tally.confirmed.fetch_add(1);
     if (!t.own && n != 0) t.rec->injected_confirmed.fetch_add(1);
@@ -172,7 +176,7 @@ void op_parallel_for(Ctx &ctx, const Target &t) {
                        "blz_parallel_for returned BLZ_ECANCELED (%s, %zu of %zu covered, %s)",
                        may_cancel ? "in a group's task" : "outside any group's task", covered, n,
                        poisoned ? "a piece failed" : "no piece failed");
-            ctx.session->saw_cancel.store(true);
+            if (ctx.session != nullptr) ctx.session->saw_cancel.store(true);
             return;
     }
     violation("blz_parallel_for on pool %" PRIu64 " returned %s", t.rec->id, name_of(s));
@@ -185,6 +189,7 @@ struct CallArgs {
     Fail fail = Fail::kNone;
     TaskEntry *self = nullptr;
     GroupSession *session = nullptr;
+    bool task_cancel = false;
     std::atomic<int> ran{0};
 };
 
@@ -194,6 +199,7 @@ void call_main(void *arg) {
     FUZZ_CHECK(ran == 1, "a blz_call function ran %d times", ran);
     check_on_worker(c->rec, "a blz_call function");
     Ctx ctx(c->seed, c->rec, c->depth, c->self, c->session, c->session != nullptr ? called_link() : Link::kNone);
+    ctx.task_cancel = c->task_cancel;
     check_cancel_flag(ctx);
     run_nested_ops(ctx);
     if (c->fail == Fail::kNone) return;
@@ -210,6 +216,7 @@ void op_call(Ctx &ctx, const Target &t) {
     c.fail = pick_fail(ctx.rng, 12);
     c.self = ctx.self;
     c.session = ctx.session;
+    c.task_cancel = ctx.task_cancel;
     PoolCall call(t.slot != nullptr, t.rec, t.racing);
     if (!call.ok()) return;
     const int32_t s = blz_call(t.pool(), call_main, &c);

@@ -76,6 +76,13 @@ struct TaskEntry {
     bool done_fails = false;         // on_done calls blz_fail, which must change nothing
     bool done_probes = false;        // on_done waits for its group (BLZ_EDEADLK)
     bool must_be_cancelled = false;  // spawned by its group's owner after that owner's cancel
+    // blz_task_cancel: only tasks in no group that their spawner polls
+    // (kWaitFor) are cancelled, so that a group's wait stays as the session
+    // predicts it. `cancellable` is decided before the spawn (the task's
+    // work reads it); `cancel_sent` is set just before the call, so a task
+    // skipped by it always finds it set.
+    bool cancellable = false;
+    std::atomic<bool> cancel_sent{false};
     blz_task *handle = nullptr;      // written by the library before the task can run
     std::atomic<int32_t> spawn_status{kPending};
     std::atomic<int> runs{0};
