@@ -20,26 +20,29 @@ type Outcome<T> = Option<thread::Result<T>>;
 /// (repr(C)) so that the handle can reach it without knowing the closure's type.
 #[repr(C)]
 struct Shared<T> {
-    /// Who still holds the job: the task until its trampoline is done with
-    /// it, and the handle until it took the outcome or let go. The last one
+    /// Who still holds the job: the task until its on_done ran (which
+    /// libblitz calls for every accepted task, also one a cancel skipped),
+    /// and the handle until it took the outcome or let go. The last one
     /// frees the job, so that a detached task frees its own memory and a
     /// handle that outlives its task still finds the outcome.
     owners: AtomicUsize,
     /// Written by the trampoline; read by the handle only after libblitz
-    /// said the task finished, which orders the two.
+    /// said the task finished, which orders the two. None: never ran.
     outcome: UnsafeCell<Outcome<T>>,
 }
 
 #[repr(C)]
 struct SpawnJob<F, T> {
     shared: Shared<T>,
-    /// Taken by the trampoline; nothing else touches it.
+    /// Taken by the trampoline; nothing else touches it. Still there when a
+    /// cancel skipped the task: dropped with the job.
     f: UnsafeCell<Option<F>>,
 }
 
 unsafe extern "C" fn execute<F: FnOnce() -> T, T>(arg: *mut c_void) {
-    // SAFETY: arg is the job spawn made, alive while the task owns a share.
-    // Only shared references: the handle may touch `owners` meanwhile.
+    // SAFETY: arg is the job spawn made, alive while the task owns a share
+    // (until task_done). Only shared references: the handle may touch
+    // `owners` meanwhile.
     let job = arg as *const SpawnJob<F, T>;
     if let Some(f) = (*(*job).f.get()).take() {
         let result = panic::catch_unwind(AssertUnwindSafe(f));
@@ -49,8 +52,15 @@ unsafe extern "C" fn execute<F: FnOnce() -> T, T>(arg: *mut c_void) {
             fail();
         }
     }
-    // If the handle let go, this frees the job and drops the value or the
-    // panic payload here, on the worker; neither may unwind into C.
+}
+
+/// The task's on_done: after `execute`, or instead of it when a cancel
+/// skipped the task. It gives up the task's share of the job.
+unsafe extern "C" fn task_done<F: FnOnce() -> T, T>(arg: *mut c_void, _status: sys::blz_status) {
+    // If the handle let go, this frees the job and drops the value, the
+    // panic payload or the closure that never ran here, on the worker;
+    // none of them may unwind into C.
+    let job = arg as *const SpawnJob<F, T>;
     if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| release::<F, T>(job as *const Shared<T>))) {
         std::mem::forget(payload);
     }
@@ -112,7 +122,12 @@ impl<T> JoinHandle<T> {
         }));
         let mut task = ptr::null_mut();
         registry.work_started();
-        let status = sys::blz_spawn(pool, Some(execute::<F, T>), job as *mut c_void, &mut task);
+        let mut options = std::mem::MaybeUninit::<sys::blz_spawn_options>::uninit();
+        sys::blz_spawn_options_init(options.as_mut_ptr());
+        let mut options = options.assume_init();
+        options.on_done = Some(task_done::<F, T>);
+        options.done_arg = job as *mut c_void;
+        let status = sys::blz_spawn_ex(pool, Some(execute::<F, T>), job as *mut c_void, &options, &mut task);
         let mut handle = JoinHandle {
             task: Cell::new(ptr::null_mut()),
             status: Cell::new(sys::BLZ_OK),
@@ -229,6 +244,34 @@ impl<T> JoinHandle<T> {
         }
     }
 
+    /// Asks the task to stop (`blz_task_cancel`): a task that has not
+    /// started yet never runs, and [`join`](JoinHandle::join) then returns
+    /// [`Error::Cancelled`]; a running one is not interrupted, but
+    /// [`is_cancelled`](crate::is_cancelled) is `true` in it from now on, so
+    /// it may return early, and its parallel loops stop starting pieces.
+    /// Nothing happens to a task that already finished. The handle stays
+    /// to be joined or detached as before.
+    ///
+    /// ```
+    /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    /// let (go, wait) = std::sync::mpsc::channel::<()>();
+    /// let busy = pool.spawn_with_handle(move || wait.recv().unwrap()); // the only worker, held
+    /// let queued = pool.spawn_with_handle(|| 7);
+    /// queued.cancel();
+    /// go.send(()).unwrap();
+    /// busy.join()?;
+    /// assert!(matches!(queued.join(), Err(blitz::Error::Cancelled)));
+    /// # Ok::<(), blitz::Error>(())
+    /// ```
+    pub fn cancel(&self) {
+        let task = self.task.get();
+        if !task.is_null() {
+            // SAFETY: the C handle is valid until a wait saw the task finish
+            // (then it is null here); the handle is not Sync.
+            unsafe { sys::blz_task_cancel(task) };
+        }
+    }
+
     /// Lets the task run on without a handle: nobody waits for it (but
     /// the end of its pool does), its value is dropped on the worker that ran
     /// it, and a panic in it is dropped there too (after the panic hook
@@ -286,8 +329,8 @@ impl<T> JoinHandle<T> {
             return Err(Error::Forked);
         }
         // SAFETY: the task finished, so its trampoline wrote the outcome
-        // (or never will run) and gave up its share; the job is alive until
-        // our share is given up below.
+        // (or was skipped by a cancel: None); the job is alive until our
+        // share is given up below.
         let outcome = unsafe {
             let outcome = (*(*shared).outcome.get()).take();
             (self.release)(shared);

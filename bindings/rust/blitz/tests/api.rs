@@ -610,6 +610,54 @@ fn join_timeout_hands_the_handle_back_until_the_task_finished() {
 }
 
 #[test]
+fn cancel_skips_a_queued_task_and_tells_a_running_one() {
+    let pool = pool(1);
+    // The only worker held: what is spawned next queues behind it.
+    let (go, wait) = mpsc::channel::<()>();
+    let (started, has_started) = mpsc::channel::<()>();
+    let busy = pool.spawn_with_handle(move || {
+        started.send(()).unwrap();
+        wait.recv().unwrap();
+        blitz::is_cancelled()
+    });
+    has_started.recv().unwrap();
+    // Skipped: it never runs, its closure is dropped (on a worker) and its join says so.
+    let drops = counter();
+    let captured = DropCount(drops.clone());
+    let ran = Arc::new(AtomicUsize::new(0));
+    let ran_in_task = ran.clone();
+    let queued = pool.spawn_with_handle(move || {
+        let _keep = &captured;
+        ran_in_task.fetch_add(1, Ordering::SeqCst);
+    });
+    queued.cancel();
+    queued.cancel(); // a second cancel changes nothing
+    // Running: not interrupted, but it sees the cancel.
+    busy.cancel();
+    go.send(()).unwrap();
+    assert!(busy.join().unwrap(), "the running task saw is_cancelled()");
+    assert!(matches!(queued.join(), Err(Error::Cancelled)));
+    assert_eq!(ran.load(Ordering::SeqCst), 0);
+    assert_eq!(drops.load(Ordering::SeqCst), 1, "the closure that never ran was dropped");
+    // A finished task keeps its value.
+    let done = pool.spawn_with_handle(|| 3);
+    assert!(within_a_minute(|| done.is_finished()));
+    done.cancel();
+    assert_eq!(done.join().unwrap(), 3);
+    // A skipped task that nobody joins frees itself.
+    let drops = counter();
+    let captured = DropCount(drops.clone());
+    let (go, wait) = mpsc::channel::<()>();
+    let busy = pool.spawn_with_handle(move || wait.recv().unwrap());
+    let queued = pool.spawn_with_handle(move || drop(captured));
+    queued.cancel();
+    queued.detach();
+    go.send(()).unwrap();
+    busy.join().unwrap();
+    assert!(within_a_minute(|| drops.load(Ordering::SeqCst) == 1));
+}
+
+#[test]
 fn a_detached_task_runs_on_and_frees_itself() {
     quiet_panics();
     let pool = pool(2);
