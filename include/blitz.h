@@ -99,6 +99,9 @@ typedef struct blz_task blz_task;
 /** A set of tasks waited for together. Opaque; created by blz_group_create. */
 typedef struct blz_group blz_group;
 
+/** An opaque completion that the embedder sets once (0.3; blz_event_create). */
+typedef struct blz_event blz_event;
+
 /** A job: called once with the argument it was given. */
 typedef void (*blz_fn)(void *arg);
 
@@ -1109,6 +1112,84 @@ BLZ_API int32_t blz_cancelled(void);
  * in a hook or an on_done) it does nothing.
  */
 BLZ_API void blz_fail(void);
+
+/**
+ * @name Events (0.3)
+ * A completion that the embedder sets, exactly once, from any thread: an
+ * I/O completion, a message, a timer, a callback of another runtime. Any
+ * number of threads may wait for it with a bound; a worker that waits
+ * runs other jobs of its pool meanwhile, as in blz_join. An event belongs
+ * to no pool: it may be set and waited for from any thread, of any pool or
+ * none, and outlives every pool.
+ *
+ * Lifetime: the handle is the creator's until blz_event_destroy. A set
+ * that wakes a waiter may still be inside blz_event_set when that waiter
+ * returns: the waiter's thread may destroy the event at once (the event's
+ * memory goes when the set returns). No call may start after destroy began.
+ * In a forked child an event is the parent's memory: a set from a thread
+ * of the child still wakes the child's waiters.
+ * @{
+ */
+
+/**
+ * Makes an event, not yet set.
+ *
+ * Any thread.
+ *
+ * @param out_event receives the handle.
+ * @return BLZ_OK; BLZ_EINVAL if out_event is NULL; BLZ_ENOMEM.
+ */
+BLZ_API blz_status blz_event_create(blz_event **out_event);
+
+/**
+ * Sets the event with status, which every wait for it returns: BLZ_OK,
+ * or BLZ_ETASK or BLZ_ECANCELED for work that failed or was given up.
+ * Wakes every waiter. Once per event: a second set is refused and changes
+ * nothing.
+ *
+ * Any thread, including one of no pool, a signal-free callback of another
+ * runtime, and a job of any pool (it does not block: at most a brief lock
+ * that waiters hold while they register).
+ *
+ * @param event  the event.
+ * @param status BLZ_OK, BLZ_ETASK or BLZ_ECANCELED.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if event is NULL, status is another value, or the
+ *         event was already set (by a set, or by its destroy).
+ */
+BLZ_API blz_status blz_event_set(blz_event *event, blz_status status);
+
+/**
+ * Waits until the event is set, at most timeout_ns nanoseconds, and
+ * returns the status it was set with. A worker of a pool runs other jobs
+ * of its pool while it waits (one of them may end the wait later than the
+ * timeout); any other thread blocks without spinning.
+ *
+ * Any thread, any number at once.
+ *
+ * @param event      the event.
+ * @param timeout_ns 0 only looks; UINT64_MAX waits without a bound.
+ * @return the status given to blz_event_set (BLZ_OK, BLZ_ETASK or
+ *         BLZ_ECANCELED), or BLZ_ECANCELED if the event was destroyed
+ *         unset while this waited;
+ *         BLZ_ETIMEDOUT if it was not set in time;
+ *         BLZ_EINVAL if event is NULL.
+ */
+BLZ_API blz_status blz_event_wait_for(blz_event *event, uint64_t timeout_ns);
+
+/**
+ * Gives the handle up. An event not yet set is set to BLZ_ECANCELED
+ * first, which wakes the threads waiting for it; a later blz_event_set
+ * must not be made (the handle is gone). The memory is freed once the
+ * last set or wait in progress has returned.
+ *
+ * Any thread, once per event.
+ *
+ * @param event the event.
+ * @return BLZ_OK; BLZ_EINVAL if event is NULL.
+ */
+BLZ_API blz_status blz_event_destroy(blz_event *event);
+/** @} */
 
 /**
  * Calls fn(arg, worker_index) exactly once on every worker of pool, and

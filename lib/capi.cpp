@@ -10,11 +10,13 @@
 #include "blitz.h"
 #include "broadcast.hpp"
 #include "deadline.hpp"
+#include "event.hpp"
 #include "group.hpp"
 #include "registry.hpp"
 #include "task.hpp"
 #include "worker.hpp"
 
+using blz::Event;
 using blz::Group;
 using blz::Registry;
 using blz::SpawnedJob;
@@ -37,6 +39,7 @@ constexpr uint32_t kKnownGroupFlags = BLZ_GROUP_CANCEL_ON_FAILURE;
 Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }
 const Registry *registry_of(const blz_pool *pool) { return reinterpret_cast<const Registry *>(pool); }
 Group *group_of(blz_group *group) { return reinterpret_cast<Group *>(group); }
+Event *event_of(blz_event *event) { return reinterpret_cast<Event *>(event); }
 
 // The calling worker if it belongs to `registry`, else nullptr.
 Worker *own_worker(const Registry *registry) {
@@ -547,6 +550,30 @@ BLZ_API int32_t blz_cancelled(void) { return blz::cancel_watch_here().requested(
 BLZ_API void blz_fail(void) {
     ++blz::t_failures;  // found by the boundary of the job that runs this (job.hpp)
     blz::cancel_group_on_failure();
+}
+
+BLZ_API blz_status blz_event_create(blz_event **out_event) {
+    if (out_event == nullptr) return BLZ_EINVAL;
+    Event *event = nullptr;
+    const blz_status status = Event::create(&event);
+    if (status == BLZ_OK) *out_event = reinterpret_cast<blz_event *>(event);
+    return status;
+}
+
+BLZ_API blz_status blz_event_set(blz_event *event, blz_status status) {
+    if (event == nullptr) return BLZ_EINVAL;
+    return event_of(event)->set(status);
+}
+
+BLZ_API blz_status blz_event_wait_for(blz_event *event, uint64_t timeout_ns) {
+    if (event == nullptr) return BLZ_EINVAL;
+    return without_chaos_cancellation([&] { return event_of(event)->wait(blz::deadline_after(timeout_ns)); });
+}
+
+BLZ_API blz_status blz_event_destroy(blz_event *event) {
+    if (event == nullptr) return BLZ_EINVAL;
+    event_of(event)->destroy();
+    return BLZ_OK;
 }
 
 BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg) {

@@ -33,6 +33,8 @@ enum class Point {
     kTraceWriteHoldsBuffer,  // a trace writer loaded its buffer and is about to append (registry: nullptr)
     kThiefTookJob,         // a thief's steal succeeded; it has yet to run the job (a promoted fork: on its owner's stack)
     kTaskFinishedBeforeLateDone,  // a task with BLZ_SPAWN_DONE_AFTER_FINISH finished; its on_done has yet to run
+    kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
+    kEventFreed,           // an event's memory is about to be freed (registry: the Event)
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -59,6 +61,7 @@ enum class Mutant {
     kTraceDetachSkipsWriters, // a trace stop frees the buffers without waiting out a write in progress
     kJoinSkipsStolenFrame,  // a join whose promoted half was stolen returns without waiting for the thief
     kLateDoneReadsTask,     // an on_done after the finish is read from the task, which its joiner may have freed
+    kEventSetUnreferenced,  // an event's set holds no reference, so its waiter's destroy may free it under the set
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

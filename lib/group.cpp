@@ -51,7 +51,8 @@ void Group::task_finished(blz_status status) {
         // zero; acquire orders our list check after the other tasks' updates.
         if (counts_.compare_exchange_weak(counts, next, std::memory_order_acq_rel, std::memory_order_relaxed)) {
             if (last) {
-                notify_waiters();
+                waiters_.notify([this] { return all_finished(); },
+                                [this] { BLZ_FAULT_POINT(kGroupTookWaiters, registry_); });
                 unref();
             }
             return;
@@ -59,63 +60,11 @@ void Group::task_finished(blz_status status) {
     }
 }
 
-void Group::notify_waiters() {
-    Waiter *list = nullptr;
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (pending_of(counts_.load(std::memory_order_acquire)) == 0) {  // a new spawn keeps them waiting
-            list = waiters_;
-            waiters_ = nullptr;
-        }
-    }
-    if (list != nullptr) BLZ_FAULT_POINT(kGroupTookWaiters, registry_);
-    while (list != nullptr) {
-        Waiter *next = list->next;  // read first: the waiter's frame ends once its latch is set
-        list->latch.set();
-        list = next;
-    }
-}
-
 blz_status Group::wait(uint64_t deadline) {
     if (is_running_on_this_thread(this)) return BLZ_EDEADLK;
     if (registry_->forked()) return BLZ_EFORK;  // the parent's tasks never finish here
-    if (!wait_for_tasks(deadline)) return BLZ_ETIMEDOUT;
+    if (!waiters_.wait([this] { return all_finished(); }, deadline, registry_)) return BLZ_ETIMEDOUT;
     return take_outcome();
-}
-
-// True once no task of the group is unfinished; false if the deadline
-// passed first (the waiter is then out of the list).
-bool Group::wait_for_tasks(uint64_t deadline) {
-    // acquire (here and under the lock): a zero count makes the tasks'
-    // effects visible, paired with their acq_rel decrement.
-    if (pending_of(counts_.load(std::memory_order_acquire)) == 0) return true;
-    if (deadline_passed(deadline)) return false;
-    Parker parker;
-    Waiter waiter{Latch(Latch::current_thread(&parker)), nullptr};
-    {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (pending_of(counts_.load(std::memory_order_acquire)) == 0) return true;
-        waiter.next = waiters_;
-        waiters_ = &waiter;
-    }
-    BLZ_FAULT_POINT(kWaiterInstalled, registry_);
-    if (waiter.latch.wait_until(deadline)) return true;
-    BLZ_FAULT_POINT(kTimedWaitExpired, registry_);
-    if (BLZ_FAULT_MUTANT(kTimedWaitForgetsLatch) || withdraw(&waiter)) return false;
-    waiter.latch.wait();  // the last task took the list: its set is on the way
-    return true;
-}
-
-// Takes `waiter` out of the list; false when the last task already took it.
-bool Group::withdraw(Waiter *waiter) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (Waiter **link = &waiters_; *link != nullptr; link = &(*link)->next) {
-        if (*link == waiter) {
-            *link = waiter->next;
-            return true;
-        }
-    }
-    return false;
 }
 
 // What a finished wait reports, once: a failure, else a cancellation.

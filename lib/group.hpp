@@ -5,16 +5,10 @@
 //   bits 32-63  pending: unfinished tasks;
 //   bits  0-31  refs: the handle plus one per unfinished task, which keep
 //               the group alive while a finishing task still touches it.
-// A waiter that finds pending nonzero puts a latch on its own stack into
-// the waiter list, under the mutex, after re-checking pending there; the
-// task that brings pending to zero keeps its ref, takes the list under the
-// mutex (only if pending is still zero, since a new spawn may have raced
-// in), sets each latch after unlocking, and only then drops its ref.
-// Either the waiter's locked check sees zero, or its latch is in the list
-// when the last task locks: no lost wake-up. A bounded wait that ends
-// first takes its entry out of the list under the mutex; if the entry is
-// gone, the last task has taken the list and will set the latch, and the
-// waiter waits for that set (its latch lives on its stack).
+// A waiter waits in `waiters_` (waiter_list.hpp) until pending is zero;
+// the task that brings pending to zero keeps its ref, notifies the list
+// (which wakes nobody if a new spawn raced in and pending is nonzero
+// again), and only then drops its ref.
 //
 // Cancellation is one flag, `cancelled_`: set by cancel() (or by a failure
 // in a group made with BLZ_GROUP_CANCEL_ON_FAILURE), read relaxed by every
@@ -29,7 +23,7 @@
 #include <mutex>
 
 #include "blitz.h"
-#include "latch.hpp"
+#include "waiter_list.hpp"
 
 namespace blz {
 
@@ -60,18 +54,13 @@ public:
     void task_finished(blz_status status);
 
 private:
-    struct Waiter {
-        Latch latch;
-        Waiter *next;
-    };
-
     Group(Registry &registry, uint32_t flags)
         : registry_(&registry), cancel_on_failure_((flags & BLZ_GROUP_CANCEL_ON_FAILURE) != 0) {}
 
-    void notify_waiters();
     void unref();
-    bool wait_for_tasks(uint64_t deadline);
-    bool withdraw(Waiter *waiter);
+    // acquire: a zero count makes the tasks' effects visible, paired with
+    // their acq_rel decrement.
+    bool all_finished() const { return pending_of(counts_.load(std::memory_order_acquire)) == 0; }
     blz_status take_outcome();
 
     Registry *const registry_;
@@ -85,8 +74,7 @@ private:
     std::atomic<bool> failed_{false};
     std::atomic<bool> cancelled_{false};
     std::atomic<bool> skipped_{false};  // a task of the group was skipped by its own cancel
-    std::mutex mutex_;
-    Waiter *waiters_ = nullptr;  // guarded by mutex_
+    WaiterList waiters_;
 };
 
 }  // namespace blz

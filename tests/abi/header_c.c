@@ -93,6 +93,7 @@ int blitz_header_c_uses_everything(void) {
     blz_pool *pool = NULL;
     blz_task *task = NULL;
     blz_group *group = NULL;
+    blz_event *event = NULL;
     blz_stats stats;
     blz_default_size_info size_info;
     size_t sum = 0;
@@ -142,6 +143,10 @@ int blitz_header_c_uses_everything(void) {
     options.done_arg = &last_done;
     status = blz_spawn_ex(pool, job, NULL, &options, &task);
     status = blz_task_cancel(task);
+    status = blz_event_create(&event);
+    status = blz_event_set(event, BLZ_OK);
+    status = blz_event_wait_for(event, UINT64_C(1000000));
+    status = blz_event_destroy(event);
     status = blz_task_wait_for(task, UINT64_C(1000000));
     status = blz_task_detach(task);
     status = blz_group_cancel(group);

@@ -145,6 +145,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kLatchSetBeforeUnpin:
         case Point::kThiefTookJob:  // a stolen promoted fork, not run yet, on its owner's stack
         case Point::kTaskFinishedBeforeLateDone:  // a finished task whose joiner may free it now
+        case Point::kEventSetBeforeNotify:        // a set event whose waiter may destroy it now
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:
@@ -154,6 +155,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kTaskTookLatch:
         case Point::kGroupTookWaiters:
         case Point::kTraceWriteHoldsBuffer:
+        case Point::kEventFreed:
             return;
     }
 }

@@ -223,6 +223,23 @@ void hold_late_done() {
     spin_until([] { return g_late.reused.load(); });
 }
 
+// An event's set against its waiter's destroy (scenario_event_set_vs_destroy).
+struct EventRace {
+    std::atomic<bool> armed{false};      // the next set that wins its CAS pauses before waking anyone
+    std::atomic<bool> destroyed{false};  // the waiter saw the set and destroyed the event
+    std::atomic<bool> freed{false};      // the event's memory went
+    std::atomic<const void *> event{nullptr};
+};
+EventRace g_event;
+
+void hold_event_setter() {
+    // The waiter polls: it sees the set's CAS, returns and destroys the
+    // event while this setter has yet to walk the waiter list.
+    auto until = Clock::now() + std::chrono::milliseconds(200);
+    while (!g_event.destroyed.load() && Clock::now() < until) std::this_thread::yield();
+    if (g_event.freed.load()) violation("an event was freed by its waiter's destroy while its set was still inside it");
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -283,6 +300,12 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kTaskFinishedBeforeLateDone:
             if (g_late.armed.exchange(false)) hold_late_done();
+            return;
+        case Point::kEventSetBeforeNotify:
+            if (g_event.armed.exchange(false)) hold_event_setter();
+            return;
+        case Point::kEventFreed:
+            if (registry == g_event.event.load()) g_event.freed.store(true);
             return;
         case Point::kEntered:
             return;
@@ -807,6 +830,28 @@ void scenario_late_done_vs_join() {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Issue 30: an event's set wins its CAS; a waiter that polls sees it,
+// returns and destroys the event while the set has yet to wake the
+// waiters. The set's reference keeps the event until the set is done.
+
+void scenario_event_set_vs_destroy() {
+    blz_event *event = nullptr;
+    check(blz_event_create(&event) == BLZ_OK, "blz_event_create");
+    g_event.event.store(event);
+    g_event.armed.store(true);
+    std::thread waiter([event] {
+        blz_status status;
+        while ((status = blz_event_wait_for(event, 0)) == BLZ_ETIMEDOUT) std::this_thread::yield();
+        check(status == BLZ_OK, "the waiter got the set's status");
+        check(blz_event_destroy(event) == BLZ_OK, "blz_event_destroy");
+        g_event.destroyed.store(true);
+    });
+    check(blz_event_set(event, BLZ_OK) == BLZ_OK, "blz_event_set");
+    waiter.join();
+    check(g_event.destroyed.load() && g_event.freed.load(), "the event is freed once its set and its destroy are done");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -830,6 +875,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kTraceDetachSkipsWriters: return "trace stop does not wait for writers";
         case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen promoted half";
         case Mutant::kLateDoneReadsTask: return "late on_done read from the task";
+        case Mutant::kEventSetUnreferenced: return "event set holds no reference";
     }
     return "?";
 }
@@ -868,6 +914,8 @@ const std::vector<Row> &rows() {
         {"thief holds a promoted fork", scenario_thief_holds_promoted_frame, Expect::kClean, Mutant::kJoinSkipsStolenFrame},
         {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kNone},
         {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kLateDoneReadsTask},
+        {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kNone},
+        {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kEventSetUnreferenced},
     };
     return all;
 }

@@ -138,6 +138,10 @@ _PROTOTYPES = {
     "blz_pool_trace_stop": (blz_status, [c_void_p]),
     # 0.3
     "blz_task_cancel": (blz_status, [c_void_p]),
+    "blz_event_create": (blz_status, [POINTER(c_void_p)]),
+    "blz_event_set": (blz_status, [c_void_p, blz_status]),
+    "blz_event_wait_for": (blz_status, [c_void_p, c_uint64]),
+    "blz_event_destroy": (blz_status, [c_void_p]),
 }
 
 
@@ -150,7 +154,7 @@ _PROTOTYPES = {
 _HELD = ("blz_version_number", "blz_status_string", "blz_pool_config_init", "blz_pool_num_threads",
          "blz_worker_index", "blz_pool_stats", "blz_worker_stats", "blz_pool_set_max_active", "blz_spawn_options_init", "blz_spawn_ex",
          "blz_task_detach", "blz_task_cancel", "blz_group_create_ex", "blz_group_cancel",
-         "blz_group_cancelled", "blz_cancelled")
+         "blz_group_cancelled", "blz_cancelled", "blz_event_create", "blz_event_set")
 
 
 def _declare(lib, names):

@@ -199,7 +199,7 @@ class TestModule(unittest.TestCase):
     @staticmethod
     def ctypes_of(c_type):
         capi = impl._capi
-        handles = ("blz_pool", "blz_task", "blz_group")
+        handles = ("blz_pool", "blz_task", "blz_group", "blz_event")
         structs = {"blz_pool_config": capi.PoolConfig, "blz_stats": capi.Stats,
                    "blz_spawn_options": capi.SpawnOptions, "blz_default_size_info": capi.DefaultSizeInfo}
         base = c_type.replace("const ", "").strip()

@@ -78,6 +78,13 @@ pub struct blz_group {
     _marker: PhantomData<(*mut u8, PhantomPinned)>,
 }
 
+/// A completion that the embedder sets once. Opaque; created by [`blz_event_create`]. (0.3)
+#[repr(C)]
+pub struct blz_event {
+    _opaque: [u8; 0],
+    _marker: PhantomData<(*mut u8, PhantomPinned)>,
+}
+
 /// A job: called once with the argument it was given. Must not unwind.
 pub type blz_fn = Option<unsafe extern "C" fn(arg: *mut c_void)>;
 
@@ -337,6 +344,14 @@ extern "C" {
     /// Cancels one task: skipped if it has not started, `blz_cancelled()` in it
     /// if it runs. Only while the handle is valid. (0.3)
     pub fn blz_task_cancel(task: *mut blz_task) -> blz_status;
+    /// Makes an event, not yet set. (0.3)
+    pub fn blz_event_create(out_event: *mut *mut blz_event) -> blz_status;
+    /// Sets the event, once, with `BLZ_OK`, `BLZ_ETASK` or `BLZ_ECANCELED`; wakes its waiters. (0.3)
+    pub fn blz_event_set(event: *mut blz_event, status: blz_status) -> blz_status;
+    /// Waits at most `timeout_ns` for the event; its status, or `BLZ_ETIMEDOUT`. (0.3)
+    pub fn blz_event_wait_for(event: *mut blz_event, timeout_ns: u64) -> blz_status;
+    /// Gives the handle up; an unset event is set to `BLZ_ECANCELED` first. (0.3)
+    pub fn blz_event_destroy(event: *mut blz_event) -> blz_status;
     /// Creates an empty group with `flags` (0 or `BLZ_GROUP_CANCEL_ON_FAILURE`). (0.2)
     pub fn blz_group_create_ex(pool: *mut blz_pool, flags: u32, out_group: *mut *mut blz_group) -> blz_status;
     /// Waits as `blz_group_wait` does, but at most `timeout_ns`. (0.2)

@@ -442,6 +442,10 @@ fn rust_functions() -> Vec<Sig> {
         blz_task_wait_for: fn(*mut blz_task, u64) -> blz_status;
         blz_task_detach: fn(*mut blz_task) -> blz_status;
         blz_task_cancel: fn(*mut blz_task) -> blz_status;
+        blz_event_create: fn(*mut *mut blz_event) -> blz_status;
+        blz_event_set: fn(*mut blz_event, blz_status) -> blz_status;
+        blz_event_wait_for: fn(*mut blz_event, u64) -> blz_status;
+        blz_event_destroy: fn(*mut blz_event) -> blz_status;
         blz_default_size: fn(*mut blz_default_size_info) -> blz_status;
         blz_group_create_ex: fn(*mut blz_pool, u32, *mut *mut blz_group) -> blz_status;
         blz_group_wait_for: fn(*mut blz_group, u64) -> blz_status;
@@ -620,7 +624,7 @@ fn a_wrong_constant_is_caught() {
 fn handles_and_typedefs_match() {
     let abi = c_abi();
     let h = parsed_header();
-    let handles = opaque![blz_pool, blz_task, blz_group];
+    let handles = opaque![blz_pool, blz_task, blz_group, blz_event];
     assert_eq!(sorted(&handles), sorted(&h.opaque), "opaque handles");
     assert_eq!(sorted(&handles), sorted(&abi.opaque));
 

@@ -1,0 +1,63 @@
+// Event: a completion that the embedder sets (blz_event), exactly once,
+// from any thread, with the status its waiters get.
+//
+// `state_` is kUnset until the one set() whose CAS wins stores the status;
+// a later set() finds it taken and is refused. Waiters wait in `waiters_`
+// (waiter_list.hpp) until the state is set; the winning set() notifies
+// them after its CAS.
+//
+// Lifetime: `refs_` counts the handle (until destroy) and every set() and
+// wait() in progress, each taken first thing in the call; the last one
+// frees the event. The dangerous interleaving it covers: a waiter sees the
+// set, returns, and its thread destroys the event while the setter still
+// walks the waiter list; the setter's reference, taken before its CAS
+// (which the waiter saw), keeps the event alive until it is done
+// (tests/fault/lifetime_checks.cpp, "event set vs its waiter's destroy").
+// A call that starts after destroy began is a use after free, as for
+// every handle of the C ABI.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "blitz.h"
+#include "waiter_list.hpp"
+
+namespace blz {
+
+class Event {
+public:
+    static blz_status create(Event **out);
+
+    // BLZ_EINVAL when already set, or for a status other than BLZ_OK,
+    // BLZ_ETASK or BLZ_ECANCELED.
+    blz_status set(blz_status status);
+    // The status it was set with; BLZ_ETIMEDOUT when `deadline`
+    // (deadline.hpp) passed first.
+    blz_status wait(uint64_t deadline);
+    // Sets it to BLZ_ECANCELED if nobody did, then gives up the handle.
+    void destroy();
+
+private:
+    // Above every blz_status (they are 0 or negative).
+    static constexpr int32_t kUnset = 1;
+
+    Event() = default;
+    // acquire: a waiter that sees the status sees what the setter did before.
+    int32_t state() const { return state_.load(std::memory_order_acquire); }
+    bool is_set() const { return state() != kUnset; }
+    // The one set that wins; false if another came first.
+    bool complete(blz_status status);
+    void ref() {
+        // relaxed: the caller holds a reference already (the handle, valid
+        // for the whole call); as Arc's clone.
+        refs_.fetch_add(1, std::memory_order_relaxed);
+    }
+    void unref();
+
+    std::atomic<int32_t> state_{kUnset};
+    std::atomic<uint32_t> refs_{1};  // the handle's
+    WaiterList waiters_;
+};
+
+}  // namespace blz
