@@ -16,6 +16,7 @@
 #include "fork_join.hpp"
 #include "fork_stack.hpp"
 #include "injector.hpp"
+#include "isolation.hpp"
 #include "job.hpp"
 #include "phase_clock.hpp"
 #include "publish.hpp"
@@ -143,6 +144,21 @@ public:
     // so a bounded wait can end later than its deadline.
     bool wait_until(CoreLatch<> &latch, uint64_t deadline = kNoDeadline);
 
+    // Owner: promotes every pending fork, then returns the deque index
+    // from which pushes are new (isolation.hpp: a region's base [S1]).
+    int64_t isolation_base();
+
+    // Any thread, after setting a latch this worker waited on while it was
+    // SLEEPING: wakes the worker if it blocked in an isolated wait
+    // (block_isolated). The fence orders the set before the exchange:
+    // with the waiter's store of 1 and its fence before it probes the
+    // latch, either it sees the set or we see its 1 and wake it.
+    void wake_isolated() {
+        full_fence();
+        // seq_cst: see above.
+        if (isolated_wait_.exchange(0, std::memory_order_seq_cst) == 1) futex_wake_one(isolated_wait_);
+    }
+
     // Any thread: queues a job that only this worker may run (blz_broadcast)
     // and wakes the worker if it sleeps. The worker runs it when it next
     // looks for work. The mailbox is part of the worker's final check
@@ -225,6 +241,13 @@ private:
     // Parked: runs one job of this worker's mail, if one is linked yet.
     void run_mail();
 
+    // wait_until in an isolated context (isolation.hpp): runs only the
+    // jobs of this deque at or above the base, then blocks on the latch.
+    bool wait_isolated(CoreLatch<> &latch, uint64_t deadline);
+    // Blocks until the latch is set (true) or the deadline passed (false),
+    // outside the sleep protocol: the counters keep this worker active.
+    bool block_isolated(CoreLatch<> &latch, uint64_t deadline);
+
     Found find_work(bool woken);
     Job *steal();
 
@@ -269,6 +292,11 @@ private:
     // threads are the pool's workers or admitted calls (set_max_active,
     // broadcast, destroy itself), which destroy outlives.
     std::atomic<uint32_t> parked_{0};
+    // The futex word of a worker blocked in an isolated wait: 1 while it
+    // may block, set to 0 by wake_isolated(). Written by the owner (1) and
+    // by latch setters (0), which the pool outlives as it does for
+    // wake_specific_thread (Latch::set pins it, or the setter is a worker).
+    std::atomic<uint32_t> isolated_wait_{0};
 };
 
 inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }
