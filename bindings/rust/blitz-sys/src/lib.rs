@@ -337,6 +337,9 @@ extern "C" {
     /// Cancels one task: skipped if it has not started, `blz_cancelled()` in it
     /// if it runs. Only while the handle is valid. (0.3)
     pub fn blz_task_cancel(task: *mut blz_task) -> blz_status;
+    /// Runs `f(arg)` as `blz_call` does, isolated: every wait inside it runs
+    /// only work forked or spawned inside it. (0.3)
+    pub fn blz_isolate(pool: *mut blz_pool, f: blz_fn, arg: *mut c_void) -> blz_status;
     /// Creates an empty group with `flags` (0 or `BLZ_GROUP_CANCEL_ON_FAILURE`). (0.2)
     pub fn blz_group_create_ex(pool: *mut blz_pool, flags: u32, out_group: *mut *mut blz_group) -> blz_status;
     /// Waits as `blz_group_wait` does, but at most `timeout_ns`. (0.2)
