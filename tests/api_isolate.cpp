@@ -270,6 +270,7 @@ void fib_iso(void *arg) {
 }
 
 void add_one(void *arg) { static_cast<std::atomic<int> *>(arg)->fetch_add(1); }
+void add_one_each(void *arg, uint32_t) { static_cast<std::atomic<int> *>(arg)->fetch_add(1); }
 void fails(void *) { blz_fail(); }
 void throws(void *) { throw std::runtime_error("inside"); }
 
@@ -298,6 +299,8 @@ TEST_CASE("work forked and spawned inside a region runs, from a worker and from 
             };
             CHECK(blz_parallel_for(p, 0, 1000, 7, blz_test::range_thunk_of(range), &range) == BLZ_OK);
             CHECK(blz_call(p, add_one, &count) == BLZ_OK);
+            // The caller's own share runs inline (its isolated wait runs no mail).
+            CHECK(blz_broadcast(p, add_one_each, &count) == BLZ_OK);
         };
         if (from_worker != 0) {
             REQUIRE(blz_test::on_worker(p, [&] { CHECK(blz_isolate(p, thunk_of(body), &body) == BLZ_OK); }) == BLZ_OK);
@@ -305,7 +308,7 @@ TEST_CASE("work forked and spawned inside a region runs, from a worker and from 
             REQUIRE(blz_isolate(p, thunk_of(body), &body) == BLZ_OK);
         }
         CHECK(f.result == 6765);
-        CHECK(count.load() == 33);
+        CHECK(count.load() == 35);
         CHECK(sum.load() == 999 * 1000 / 2);
     }
 }
