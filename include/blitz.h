@@ -800,7 +800,10 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
  * allowed, but the waiter never runs that task; if the only worker that
  * could is the waiter itself, or waits for the waiter, it deadlocks as a
  * non-isolated wait would not. A task made inside fn and detached may
- * still run after blz_isolate returned (isolated). Isolation costs
+ * still run after blz_isolate returned (isolated). A blz_broadcast made
+ * inside runs the caller's own share on the spot; a worker blocked in an
+ * isolated wait runs its share of any broadcast once that wait ends.
+ * Isolation costs
  * parallelism: an isolated waiter sits idle where it would have helped.
  * Work outside any isolated region costs nothing more.
  *
