@@ -777,6 +777,56 @@ static inline blz_status blz_fork_join_inline(blz_pool *pool, blz_fn a, void *ar
 BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
 
 /**
+ * Runs fn(arg) as blz_call does, isolated: while it runs, every wait
+ * inside it (a blz_fork_join join, blz_join and blz_task_wait_for,
+ * blz_group_wait and blz_group_wait_for, a blz_call, a blz_parallel_for)
+ * runs only work forked or spawned inside it. (0.3)
+ *
+ * Why: a waiting worker normally runs other jobs of the pool, and one of
+ * them may need something the waiter holds. A function that locks a mutex
+ * and then waits for a join would deadlock if, while waiting, its worker
+ * took another task that locks the same mutex (rayon-rs/rayon#592):
+ * isolated, it cannot take that task. docs/embedding.md says when to use
+ * it.
+ *
+ * What it promises: the isolation travels with the work. A fork-join half,
+ * a task (blz_spawn, blz_spawn_ex, blz_group_spawn), a blz_parallel_for
+ * piece or a blz_call made inside fn, at any depth, runs isolated too,
+ * whichever worker takes it; a worker that runs such a job, while the job
+ * waits, runs only what the job itself forked or spawned. Regions nest.
+ * Outside work is not lost: other workers run it, and a waiting worker
+ * that has nothing of its own to run blocks on its wait without being
+ * counted as idle, so work posted meanwhile wakes another worker.
+ *
+ * What it does not promise: it does not make a wait inside fn for work
+ * made outside it safe. Waiting inside fn for a task spawned outside is
+ * allowed, but the waiter never runs that task; if the only worker that
+ * could is the waiter itself, or waits for the waiter, it deadlocks as a
+ * non-isolated wait would not. A task made inside fn and detached may
+ * still run after blz_isolate returned (isolated). A blz_broadcast made
+ * inside runs the caller's own share on the spot; a worker blocked in an
+ * isolated wait runs its share of any broadcast once that wait ends.
+ * Isolation costs
+ * parallelism: an isolated waiter sits idle where it would have helped.
+ * Work outside any isolated region costs nothing more.
+ *
+ * Threads: any thread. On a worker of pool, fn runs inline. From anywhere
+ * else (a thread outside the pool, a worker of another pool) it runs on
+ * one of pool's workers, as blz_call runs it; a worker of another pool
+ * waits for it isolated too.
+ *
+ * @param pool the pool that runs it.
+ * @param fn   the function to run.
+ * @param arg  passed to fn.
+ * @return BLZ_OK;
+ *         BLZ_ETASK if fn ended by an exception or called blz_fail;
+ *         BLZ_EINVAL if pool or fn is NULL;
+ *         BLZ_ESHUTDOWN if called from outside while pool is being destroyed;
+ *         BLZ_EFORK in a forked child.
+ */
+BLZ_API blz_status blz_isolate(blz_pool *pool, blz_fn fn, void *arg);
+
+/**
  * Calls body(arg, lo, hi) on disjoint sub-ranges that cover [begin, end)
  * exactly once, at most grain indices per call (0: automatic, about eight
  * pieces per worker). Returns when every piece has run. From outside the

@@ -1286,6 +1286,22 @@ public:
     }
 
     /**
+     * Runs f() as call(f) does, isolated (blz_isolate): every wait inside
+     * f (a join, a task's get(), a group's wait, a call) runs only work
+     * forked or spawned inside f. For a lock held across a join.
+     *
+     * @param f a callable taking no arguments.
+     * @return f's value; void and references are returned as they are.
+     * @throws error BLZ_EINVAL for an empty pool; BLZ_ESHUTDOWN; BLZ_EFORK. Or f's exception.
+     */
+    template <class F>
+    detail::result_t<F> isolate(F &&f) {
+        detail::call_frame<F> frame(f);
+        frame.finish(blz_isolate(pool_.get(), &detail::call_frame<F>::run, &frame), "blz::pool::isolate");
+        return frame.result.take();
+    }
+
+    /**
      * Runs f() on a worker, later (blz_spawn): from a worker of this pool
      * the task goes to that worker's deque, from elsewhere through the
      * pool's injector. f is moved or copied into the task and destroyed

@@ -63,10 +63,16 @@ blz_status broadcast(Registry &registry, blz_thread_fn fn, void *arg) {
     }
     Parker parker;
     Broadcast call(fn, arg, n, &parker);
+    // A worker of this pool in an isolated context runs its own share
+    // here: its wait below runs no mail (isolation.hpp), so its mailbox
+    // would hold the share until the wait it blocks ends.
+    Worker *self = Worker::current();
+    if (self != nullptr && (&self->registry() != &registry || !t_isolation.on)) self = nullptr;
     for (uint32_t i = 0; i < n; ++i) {
         jobs[i].call = &call;
-        registry.worker(i).post_mail(&jobs[i]);
+        if (self == nullptr || i != self->index()) registry.worker(i).post_mail(&jobs[i]);
     }
+    if (self != nullptr) BroadcastJob::run(&jobs[self->index()]);
     call.done.wait();
     delete[] jobs;
     // relaxed: the latch ordered every job's store before us.

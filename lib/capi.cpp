@@ -425,6 +425,28 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg) {
     });
 }
 
+BLZ_API blz_status blz_isolate(blz_pool *pool, blz_fn fn, void *arg) {
+    return without_chaos_cancellation([&]() -> blz_status {
+        if (fn == nullptr) return BLZ_EINVAL;
+        Registry *registry = registry_of(pool);
+        blz_status status = check_pool(registry);
+        if (status != BLZ_OK) return status;
+        // blz_call's, with fn in a region (isolation.hpp) on whichever worker runs it.
+        auto run = [&] {
+            blz::IsolatedScope region;
+            return blz::run_job([&] { fn(arg); });
+        };
+        if (own_worker(registry) != nullptr) return run() ? BLZ_OK : BLZ_ETASK;
+        // A worker of another pool waits for the call isolated too: its
+        // wait must not run its own pool's outside work either.
+        if (Worker::current() != nullptr) {
+            blz::IsolatedScope caller;
+            return registry->call_from_outside(run);
+        }
+        return registry->call_from_outside(run);
+    });
+}
+
 BLZ_API blz_status blz_parallel_for(blz_pool *pool, size_t begin, size_t end, size_t grain,
                                     blz_range_fn body, void *arg) {
     return without_chaos_cancellation([&]() -> blz_status {

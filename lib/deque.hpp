@@ -146,6 +146,10 @@ public:
         return top_.load(std::memory_order_relaxed) >= split_mirror_;
     }
 
+    // Owner only: the index the next push takes. Entries at or above a
+    // value read here were pushed after it (isolation.hpp's base).
+    int64_t bottom_index() const { return bottom_; }
+
     // Owner only: the number of elements no thief can take yet.
     int64_t private_size() const { return bottom_ - split_mirror_; }
 

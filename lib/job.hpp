@@ -7,6 +7,7 @@
 #include <exception>
 
 #include "fault.hpp"
+#include "isolation.hpp"
 #include "latch.hpp"
 
 namespace blz {
@@ -142,7 +143,11 @@ template <class F, class Base = Job>
 struct StackJob : Base {
     template <class G>
     StackJob(G &&f, Latch::Waiter waiter)
-        : Base(&run), fn(static_cast<G &&>(f)), latch(waiter), submitter_frames(t_task_frames) {}
+        : Base(&run),
+          fn(static_cast<G &&>(f)),
+          latch(waiter),
+          submitter_frames(t_task_frames),
+          isolated(t_isolation.on) {}
 
     F fn;
     Latch latch;
@@ -152,6 +157,9 @@ struct StackJob : Base {
     // back and runs fn itself, never. Left uninitialized: one store less on
     // every fork.
     bool ok;
+    // Made in an isolated context: run isolated (isolation.hpp). Beside
+    // `ok`, in its padding: a promoted frame's job keeps its size.
+    const bool isolated;
 
     // Run by a thread other than the submitter (the submitter pops its own
     // job back and calls fn directly).
@@ -159,7 +167,8 @@ struct StackJob : Base {
         auto *self = static_cast<StackJob *>(job);
         TaskFrame bridge{nullptr, t_task_frames, self->submitter_frames};
         t_task_frames = &bridge;
-        self->ok = consume_failures(self->fn);  // the failures of a stolen half are the thief's to find
+        // The failures of a stolen half are the thief's to find.
+        self->ok = run_isolated_if(self->isolated, [self] { return consume_failures(self->fn); });
         t_task_frames = bridge.outer;
         self->latch.set();  // last access: the frame holding *self may end now
     }

@@ -83,18 +83,21 @@ struct ThreadRole {
     Worker *worker;
     const TaskFrame *frames;
     uint32_t failures;
+    Isolation isolation;  // isolation.hpp: a base in the old worker's deque means nothing in the new one
 
-    static ThreadRole current() { return {t_current_worker, t_task_frames, t_failures}; }
+    static ThreadRole current() { return {t_current_worker, t_task_frames, t_failures, t_isolation}; }
     // The role of `worker`, fresh: outside every task, no failure pending.
     static void become(Worker &worker) {
         set_current_worker(&worker);
         t_task_frames = nullptr;
         t_failures = 0;
+        t_isolation = {false, 0};
     }
     void restore() const {
         set_current_worker(worker);
         t_task_frames = frames;
         t_failures = failures;
+        t_isolation = isolation;
     }
 };
 

@@ -118,6 +118,13 @@ class Sleep {
         Atomic<uint64_t> wakeups{0};
         Atomic<uint64_t> spurious_wakeups{0};
         Atomic<uint64_t> sleep_aborts{0};
+        // The word an isolated waiter blocks on outside the protocol
+        // (Worker::block_isolated): 1 while it may block, 0 once a latch
+        // setter woke it. Here, not in the Worker, because a setter reaches
+        // it after the waiter may have returned and its pool destroyed its
+        // workers: the pin it holds keeps only the pool's struct, and these
+        // states with it (Latch::set).
+        Atomic<uint32_t> isolated_wait{0};
     };
 
 public:
@@ -252,6 +259,21 @@ public:
         Counters c = counters_.post_event();
         if (c.sleeping() == 0) return;
         wake_for_jobs(c, num_jobs, queue_was_empty());
+    }
+
+    // Owner: the word its isolated waits block on (WorkerSleepState::isolated_wait).
+    Atomic<uint32_t> &isolated_word(uint32_t index) { return states_[index].isolated_wait; }
+
+    // Any thread, after setting a latch that worker `index` waited on while
+    // it was SLEEPING: wakes it if it blocked in an isolated wait. The
+    // fence orders the set before the exchange: with the waiter's store of
+    // 1 and its fence before it probes the latch, either it sees the set
+    // or we see its 1 and wake it.
+    void wake_isolated(uint32_t index) {
+        Atomic<uint32_t> &word = states_[index].isolated_wait;
+        Sync::full_fence();
+        // seq_cst: see above.
+        if (word.exchange(0, std::memory_order_seq_cst) == 1) Sync::wake_one(word);
     }
 
     // Wakes `index` if it is blocked; the waker decrements `sleeping`. True

@@ -39,6 +39,7 @@ SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const Sp
       fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
       done_after_finish(options.done_after_finish),
       cancel_on_failure(options.cancel_on_failure),
+      isolated(t_isolation.on),
       joiner(detached ? kDetached : nullptr) {}
 
 const std::atomic<bool> *SpawnedJob::group_cancel_flag() const { return group->cancel_flag(); }
@@ -82,6 +83,12 @@ void call_on_done(Registry &registry, const SpawnedJob *task, blz_done_fn on_don
 
 void SpawnedJob::run(Job *job) {
     auto *task = static_cast<SpawnedJob *>(job);
+    // The whole run, on_done included, in the context the task was
+    // spawned in; the flag is copied: the task may be freed before the end.
+    run_isolated_if(task->isolated, [task] { run_spawned(task); });
+}
+
+void SpawnedJob::run_spawned(SpawnedJob *task) {
     Registry &registry = *task->registry;
     Group *group = task->group;
 

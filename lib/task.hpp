@@ -64,6 +64,7 @@ struct SpawnedJob : QueuedJob {
     blz_status status = BLZ_OK;  // written before kFinished is published
     const bool done_after_finish;
     const bool cancel_on_failure;
+    const bool isolated;  // spawned in an isolated context: runs isolated (isolation.hpp)
     // blz_task_cancel, or the task's first failure with cancel_on_failure.
     // mutable: a failure is found through const frames (innermost_task).
     mutable std::atomic<bool> cancelled{false};
@@ -75,6 +76,7 @@ struct SpawnedJob : QueuedJob {
     static void run(Job *job);
 
 private:
+    static void run_spawned(SpawnedJob *task);  // run's body
     const std::atomic<bool> *group_cancel_flag() const;
 };
 

@@ -12,6 +12,12 @@
 namespace blz {
 
 constinit thread_local Worker *t_current_worker = nullptr;
+constinit thread_local Isolation t_isolation = {false, 0};
+
+void enter_isolation() {
+    Worker *worker = Worker::current();
+    t_isolation = {true, worker != nullptr ? worker->isolation_base() : 0};
+}
 
 }  // namespace blz
 
@@ -79,8 +85,58 @@ bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
     // job, which this loop or a thief runs (fork_stack.hpp [F4]).
     ForkHost forks{*this};
     promote_forks(forks, UINT32_MAX);
+    if (t_isolation.on) [[unlikely]] return wait_isolated(latch, deadline);
     IdleHost host{*this};
     return run_until<false>(host, *sleep_, latch, deadline);
+}
+
+int64_t Worker::isolation_base() {
+    ForkHost forks{*this};
+    promote_forks(forks, UINT32_MAX);
+    return deque_.bottom_index();
+}
+
+bool Worker::wait_isolated(CoreLatch<> &latch, uint64_t deadline) {
+    // Only this thread pushes onto its deque, so once nothing at or above
+    // the base is left, nothing of ours will come: block [S1].
+    const int64_t base = t_isolation.base;
+    while (!latch.probe()) {
+        if (deque_.bottom_index() > base) {
+            if (Job *job = pop()) {  // at index bottom - 1 >= base: made inside
+                execute(job, TraceKind::kJobOwn);
+                continue;
+            }
+        }
+        if (blz::deadline_passed(deadline)) return false;
+        if (!block_isolated(latch, deadline)) return latch.probe();
+    }
+    return true;
+}
+
+bool Worker::block_isolated(CoreLatch<> &latch, uint64_t deadline) {
+    // SLEEPING obliges a setter to call WakeablePool::wake, which ends in
+    // Sleep::wake_isolated(). Not in the sleep protocol: no poster counts on us
+    // for a job we would refuse (docs/protocol.md, "Isolation").
+    if (!latch.get_sleepy() || !latch.fall_asleep()) return true;  // set meanwhile
+    std::atomic<uint32_t> &word = sleep_->isolated_word(index_);
+    enter_phase(Phase::kSleeping);
+    bool set = true;
+    for (;;) {
+        // seq_cst store, then the fence: our half of the store-buffering
+        // pair with Sleep::wake_isolated().
+        word.store(1, std::memory_order_seq_cst);
+        full_fence();
+        if (latch.probe()) break;
+        if (futex_wait_until(word, 1, deadline)) continue;
+        // Timed out: back to UNSET unless a setter found SLEEPING (then
+        // the latch is SET, and its wake-up touches only this worker).
+        set = !latch.wake_up();
+        break;
+    }
+    // relaxed: a Sleep::wake_isolated() that still sees 1 wakes nobody.
+    word.store(0, std::memory_order_relaxed);
+    enter_phase(Phase::kRunning);
+    return set;
 }
 
 void Worker::main_loop() {
@@ -260,7 +316,10 @@ struct WakeablePool {
     void pin() { pool.pin(); }
     void wake(uint32_t index) {
         BLZ_FAULT_POINT(kLatchSetBeforeWake, &pool);
+        // The waiter sleeps in the sleep protocol, or (isolated) on its
+        // own word: the other call finds nobody and costs no system call.
         pool.sleep().wake_specific_thread(index);
+        pool.sleep().wake_isolated(index);
     }
     void unpin() {
         BLZ_FAULT_POINT(kLatchSetBeforeUnpin, &pool);

@@ -16,6 +16,7 @@
 #include "fork_join.hpp"
 #include "fork_stack.hpp"
 #include "injector.hpp"
+#include "isolation.hpp"
 #include "job.hpp"
 #include "phase_clock.hpp"
 #include "publish.hpp"
@@ -143,6 +144,10 @@ public:
     // so a bounded wait can end later than its deadline.
     bool wait_until(CoreLatch<> &latch, uint64_t deadline = kNoDeadline);
 
+    // Owner: promotes every pending fork, then returns the deque index
+    // from which pushes are new (isolation.hpp: a region's base [S1]).
+    int64_t isolation_base();
+
     // Any thread: queues a job that only this worker may run (blz_broadcast)
     // and wakes the worker if it sleeps. The worker runs it when it next
     // looks for work. The mailbox is part of the worker's final check
@@ -224,6 +229,13 @@ private:
     void park_until_engaged();
     // Parked: runs one job of this worker's mail, if one is linked yet.
     void run_mail();
+
+    // wait_until in an isolated context (isolation.hpp): runs only the
+    // jobs of this deque at or above the base, then blocks on the latch.
+    bool wait_isolated(CoreLatch<> &latch, uint64_t deadline);
+    // Blocks until the latch is set (true) or the deadline passed (false),
+    // outside the sleep protocol: the counters keep this worker active.
+    bool block_isolated(CoreLatch<> &latch, uint64_t deadline);
 
     Found find_work(bool woken);
     Job *steal();

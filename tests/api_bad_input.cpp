@@ -294,6 +294,7 @@ TEST_CASE("NULL pool is rejected by every function", "[api][bad_input]") {
     CHECK(blz_spawn(nullptr, count_call, nullptr, nullptr) == BLZ_EINVAL);
     CHECK(blz_fork_join(nullptr, count_call, nullptr, count_call, nullptr) == BLZ_EINVAL);
     CHECK(blz_call(nullptr, count_call, nullptr) == BLZ_EINVAL);
+    CHECK(blz_isolate(nullptr, count_call, nullptr) == BLZ_EINVAL);
     CHECK(blz_parallel_for(nullptr, 0, 100, 1, count_range, nullptr) == BLZ_EINVAL);
     CHECK(blz_parallel_for(nullptr, 0, 0, 1, count_range, nullptr) == BLZ_EINVAL);
     blz_group *group = sentinel<blz_group>();
@@ -318,6 +319,7 @@ TEST_CASE("NULL functions and out pointers on a live pool", "[api][bad_input]") 
     CHECK(blz_fork_join(pool, count_call, nullptr, nullptr, nullptr) == BLZ_EINVAL);
     CHECK(blz_fork_join(pool, nullptr, nullptr, nullptr, nullptr) == BLZ_EINVAL);
     CHECK(blz_call(pool, nullptr, nullptr) == BLZ_EINVAL);
+    CHECK(blz_isolate(pool, nullptr, nullptr) == BLZ_EINVAL);
     CHECK(blz_parallel_for(pool, 0, 100, 0, nullptr, nullptr) == BLZ_EINVAL);
     CHECK(blz_parallel_for(pool, 0, 0, 0, nullptr, nullptr) == BLZ_EINVAL);
     CHECK(blz_group_create(pool, nullptr) == BLZ_EINVAL);

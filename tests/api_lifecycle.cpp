@@ -443,6 +443,7 @@ TEST_CASE("work from outside is refused while the pool is destroyed; the workers
     CHECK(task == sentinel<blz_task>());
     CHECK(blz_spawn(d.pool, must_not_run, nullptr, nullptr) == BLZ_ESHUTDOWN);
     CHECK(blz_call(d.pool, must_not_run, nullptr) == BLZ_ESHUTDOWN);
+    CHECK(blz_isolate(d.pool, must_not_run, nullptr) == BLZ_ESHUTDOWN);
     CHECK(blz_fork_join(d.pool, must_not_run, nullptr, must_not_run, nullptr) == BLZ_ESHUTDOWN);
     CHECK(blz_parallel_for(d.pool, 0, 100, 0, must_not_run_range, nullptr) == BLZ_ESHUTDOWN);
     CHECK(blz_group_spawn(d.group, must_not_run, nullptr) == BLZ_ESHUTDOWN);
@@ -1125,6 +1126,7 @@ int checks_in_forked_child(const ForkedState &state) {
     CHILD_CHECK(c, task == sentinel<blz_task>());
     CHILD_CHECK(c, blz_spawn(old, child_count, nullptr, nullptr) == BLZ_EFORK);
     CHILD_CHECK(c, blz_call(old, child_count, nullptr) == BLZ_EFORK);
+    CHILD_CHECK(c, blz_isolate(old, child_count, nullptr) == BLZ_EFORK);
     CHILD_CHECK(c, blz_fork_join(old, child_count, nullptr, child_count, nullptr) == BLZ_EFORK);
     CHILD_CHECK(c, blz_parallel_for(old, 0, 100, 0, child_count_range, nullptr) == BLZ_EFORK);
     blz_group *group = sentinel<blz_group>();

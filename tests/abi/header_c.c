@@ -129,6 +129,7 @@ int blitz_header_c_uses_everything(void) {
     status = blz_spawn(pool, job, NULL, NULL);
     status = blz_fork_join(pool, job, NULL, job, NULL);
     status = blz_call(pool, job, NULL);
+    status = blz_isolate(pool, job, NULL);
     status = blz_parallel_for(pool, 0u, 100u, 0u, range, &sum);
     status = blz_group_create(pool, &group);
     status = blz_group_spawn(group, job, NULL);

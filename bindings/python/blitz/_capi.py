@@ -142,6 +142,7 @@ _PROTOTYPES = {
     "blz_event_set": (blz_status, [c_void_p, blz_status]),
     "blz_event_wait_for": (blz_status, [c_void_p, c_uint64]),
     "blz_event_destroy": (blz_status, [c_void_p]),
+    "blz_isolate": (blz_status, [c_void_p, FN, c_void_p]),
 }
 
 

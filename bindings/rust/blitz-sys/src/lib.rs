@@ -352,6 +352,9 @@ extern "C" {
     pub fn blz_event_wait_for(event: *mut blz_event, timeout_ns: u64) -> blz_status;
     /// Gives the handle up; an unset event is set to `BLZ_ECANCELED` first. (0.3)
     pub fn blz_event_destroy(event: *mut blz_event) -> blz_status;
+    /// Runs `f(arg)` as `blz_call` does, isolated: every wait inside it runs
+    /// only work forked or spawned inside it. (0.3)
+    pub fn blz_isolate(pool: *mut blz_pool, f: blz_fn, arg: *mut c_void) -> blz_status;
     /// Creates an empty group with `flags` (0 or `BLZ_GROUP_CANCEL_ON_FAILURE`). (0.2)
     pub fn blz_group_create_ex(pool: *mut blz_pool, flags: u32, out_group: *mut *mut blz_group) -> blz_status;
     /// Waits as `blz_group_wait` does, but at most `timeout_ns`. (0.2)

@@ -446,6 +446,7 @@ fn rust_functions() -> Vec<Sig> {
         blz_event_set: fn(*mut blz_event, blz_status) -> blz_status;
         blz_event_wait_for: fn(*mut blz_event, u64) -> blz_status;
         blz_event_destroy: fn(*mut blz_event) -> blz_status;
+        blz_isolate: fn(*mut blz_pool, blz_fn, *mut c_void) -> blz_status;
         blz_default_size: fn(*mut blz_default_size_info) -> blz_status;
         blz_group_create_ex: fn(*mut blz_pool, u32, *mut *mut blz_group) -> blz_status;
         blz_group_wait_for: fn(*mut blz_group, u64) -> blz_status;

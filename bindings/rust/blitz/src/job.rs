@@ -253,6 +253,25 @@ where
     }
 }
 
+/// Runs `op` through `blz_isolate` (as [`call`] through `blz_call`): every
+/// wait inside `op` runs only work forked or spawned inside it.
+///
+/// # Safety
+/// `pool` is a live pool.
+pub(crate) unsafe fn isolate<OP, R>(pool: *mut sys::blz_pool, op: OP) -> R
+where
+    OP: FnOnce() -> R + Send,
+    R: Send,
+{
+    let mut job = StackJob::new(op);
+    let status = sys::blz_isolate(pool, StackJob::<OP, R>::c_fn(), job.c_arg());
+    match job.into_result() {
+        Some(Ok(value)) => value,
+        Some(Err(payload)) => panic::resume_unwind(payload),
+        None => failed("isolate", status),
+    }
+}
+
 /// A call whose work never ran: only in a forked child (`BLZ_EFORK`) or on
 /// a pool being destroyed, which a live `&ThreadPool` excludes.
 #[cold]

@@ -124,6 +124,32 @@ impl ThreadPool {
         unsafe { job::call(self.raw, op) }
     }
 
+    /// Runs `op` as [`install`](ThreadPool::install) does, isolated
+    /// (`blz_isolate`): while it runs, every wait inside it (a join, a
+    /// scope's end, a call) runs only work forked or spawned inside `op`,
+    /// on whichever worker that work runs. For a lock held across a join
+    /// (rayon-rs/rayon#592): the waiting worker cannot take another task
+    /// that takes the same lock.
+    ///
+    /// ```
+    /// # let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let lock = std::sync::Mutex::new(0);
+    /// pool.install(|| {
+    ///     let mut guard = lock.lock().unwrap();
+    ///     let (a, b) = pool.isolate(|| blitz::join(|| 1, || 2));
+    ///     *guard += a + b;
+    /// });
+    /// assert_eq!(*lock.lock().unwrap(), 3);
+    /// ```
+    pub fn isolate<OP, R>(&self, op: OP) -> R
+    where
+        OP: FnOnce() -> R + Send,
+        R: Send,
+    {
+        // SAFETY: self.raw is alive as long as &self.
+        unsafe { job::isolate(self.raw, op) }
+    }
+
     /// Creates a scope on a worker of this pool, runs `op` in it, and
     /// returns when `op` and every task spawned in the scope have finished.
     /// The tasks may borrow anything that outlives the call. A panic of `op`
@@ -579,6 +605,20 @@ where
         // SAFETY: a worker's pool is alive while the worker runs.
         Some(worker) => unsafe { job::fork_join(worker.pool, a, b) },
         None => global_pool().join(a, b),
+    }
+}
+
+/// Runs `op` isolated ([`ThreadPool::isolate`]) in the calling worker's
+/// pool; on any other thread, in the global pool.
+pub fn isolate<OP, R>(op: OP) -> R
+where
+    OP: FnOnce() -> R + Send,
+    R: Send,
+{
+    match current_worker() {
+        // SAFETY: a worker's pool is alive while the worker runs.
+        Some(worker) => unsafe { job::isolate(worker.pool, op) },
+        None => global_pool().isolate(op),
     }
 }
 

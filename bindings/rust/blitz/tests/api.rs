@@ -964,3 +964,19 @@ extern "C" {
     #[link_name = "sched_getcpu"]
     fn libc_sched_getcpu() -> i32;
 }
+
+#[test]
+fn isolate_returns_the_value_runs_forks_inside_and_resumes_panics() {
+    let pool = pool(2);
+    assert_eq!(pool.isolate(|| fib(18)), 2584);
+    let nested = pool.install(|| {
+        let lock = Mutex::new(0u64);
+        let mut guard = lock.lock().unwrap();
+        *guard += blitz::isolate(|| fib(15) + blitz::isolate(|| fib(10)));
+        *guard
+    });
+    assert_eq!(nested, 610 + 55);
+    quiet_panics();
+    let caught = panic::catch_unwind(AssertUnwindSafe(|| pool.isolate(|| panic!("inside isolate"))));
+    assert_eq!(message(&*caught.unwrap_err()), "inside isolate");
+}
