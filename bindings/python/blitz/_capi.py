@@ -138,6 +138,7 @@ _PROTOTYPES = {
     "blz_pool_trace_stop": (blz_status, [c_void_p]),
     # 0.3
     "blz_task_cancel": (blz_status, [c_void_p]),
+    "blz_pool_shared": (blz_status, [POINTER(PoolConfig), POINTER(c_void_p)]),
 }
 
 
