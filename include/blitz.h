@@ -410,9 +410,14 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
  * Any thread; from one of the pool's own workers it returns BLZ_EDEADLK
  * and changes nothing (blz_pool_release works there).
  *
+ * On the handle of the process pool (blz_pool_shared, 0.3) it gives up
+ * the caller's reference, and destroys the pool only if that was the last
+ * one; see blz_pool_shared.
+ *
  * @param pool the pool; it must not be used again once this returned BLZ_OK or BLZ_EFORK.
  * @return BLZ_OK;
- *         BLZ_EINVAL if pool is NULL;
+ *         BLZ_EINVAL if pool is NULL, or is the process pool given up more
+ *         often than blz_pool_shared gave it;
  *         BLZ_EDEADLK if called from one of the pool's workers (nothing changes);
  *         BLZ_EFORK in a child process forked after the pool was created:
  *         the memory is freed without joining threads that do not exist
@@ -475,6 +480,85 @@ typedef struct blz_default_size_info {
  *         than the 0.3 layout's (nothing is written).
  */
 BLZ_API blz_status blz_default_size(blz_default_size_info *out);
+
+/**
+ * The process pool: one pool that every library, binding and thread of
+ * the process can share, so that a process using libblitz from C, C++,
+ * Rust and Python runs one set of workers, not one per user. (0.3)
+ *
+ * Each successful call gives the caller one reference to the same pool.
+ * The first call (or the first after the pool was given up entirely, see
+ * below) creates it from config, NULL meaning the defaults: the size is
+ * blz_default_size's (BLZ_NUM_THREADS, else the affinity mask bounded by
+ * the cgroup CPU quota) and BLZ_CPU_LIST applies, as for blz_pool_create.
+ * A later call with a NULL config gets the pool as it is. A later call
+ * with a config gets it only if every field the config sets (non-zero,
+ * non-NULL, a non-empty cpu_list) is what the pool already has:
+ * num_threads equal to the pool's number of workers, the same stack_size,
+ * the same thread_name text ("blz" when the creator set none), the same
+ * cpu_list text as the creator's list (its config's, else BLZ_CPU_LIST),
+ * the same hook, user, spawn_thread and spawn_user pointers. Otherwise the
+ * call returns BLZ_EINVAL and changes nothing: there is never a second,
+ * silent process pool. A library that needs its own size or pinning
+ * makes its own pool with blz_pool_create.
+ *
+ * Giving a reference up: blz_pool_destroy or blz_pool_release on the
+ * handle, once per successful blz_pool_shared. While other references
+ * remain, both only drop the caller's (blz_pool_release then calls
+ * on_destroyed(done_arg, BLZ_OK) before it returns), and the caller must
+ * not use its handle again; the pool and every other user's work are
+ * untouched. Tasks the caller spawned keep running: a reference is a
+ * right to call, not an owner of work. The last reference destroys the
+ * pool exactly as those calls destroy any pool: blz_pool_destroy waits
+ * for every accepted task (also the detached tasks of users who gave up
+ * their references before) and joins the workers, and returns BLZ_EDEADLK
+ * without change on one of the pool's own workers; blz_pool_release does
+ * it on a thread of its own. The next blz_pool_shared then creates a new
+ * pool, which may run while the old one still drains. Why not keep the
+ * pool to process exit: a library whose users all gave it up leaves no
+ * thread behind (its code may then be unloaded), leak checkers see no
+ * pool, and a config can change between uses; a user that calls
+ * blz_pool_shared for each piece of work, and so would create a pool each
+ * time, keeps one reference for its whole life instead.
+ *
+ * Process exit: libblitz registers no atexit handler and no static
+ * destructor for the process pool. exit() (or returning from main) while
+ * references are held neither waits for the pool's tasks nor stops them:
+ * the workers keep running until the kernel ends the process, and a task
+ * running then may meet the program's and other libraries' destroyed
+ * static objects (as any thread still running at exit may). To have every
+ * task finished at exit, give every reference up before exit: the last
+ * blz_pool_destroy waits. blz_pool_shared and the give-ups remain safe to
+ * call from atexit handlers and from the workers while exit() runs.
+ *
+ * fork(): in the child, the parent's process pool is dead like every
+ * other parent pool: every call on its handle returns BLZ_EFORK, and so do
+ * blz_pool_destroy and blz_pool_release on it, which there free nothing
+ * (other handles to it may be given up in the child too; its memory goes
+ * with the child). The first blz_pool_shared in the child creates a fresh
+ * pool, sized and configured as in a new process.
+ *
+ * dlclose: a library that used the process pool must, before it is
+ * unloaded, give its references up and wait for the tasks running its
+ * code (blz_group_wait, blz_join): the pool outlives it when other users
+ * hold it, and its workers would otherwise run unmapped code. libblitz
+ * itself stays loaded while any library linked against it is.
+ *
+ * Any thread, including the workers of any pool (the pool's own workers
+ * get it too). Thread-safe: concurrent first calls create one pool and
+ * all get it. The call creating the pool holds a lock that the others
+ * wait for, so config->spawn_thread (which that call runs) must not call
+ * blz_pool_shared, blz_pool_destroy or blz_pool_release on this pool.
+ *
+ * @param config   NULL: the defaults when creating, anything when not; else as for blz_pool_create, and checked as above.
+ * @param out_pool receives the process pool's handle (a reference); untouched on failure.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if out_pool is NULL, config is malformed (as for
+ *         blz_pool_create), or config asks for something the existing
+ *         pool does not have (nothing changes);
+ *         BLZ_ENOMEM, BLZ_ETHREAD as blz_pool_create when creating.
+ */
+BLZ_API blz_status blz_pool_shared(const blz_pool_config *config, blz_pool **out_pool);
 
 /**
  * Which of pool's workers the calling thread is. Any thread.
@@ -1283,6 +1367,11 @@ BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg);
  * on_destroyed runs once the workers are joined and the pool is freed: it
  * must not touch the pool. It may block (it runs on a thread no pool owns)
  * and must not unwind.
+ *
+ * On the handle of the process pool (blz_pool_shared, 0.3) it gives up
+ * the caller's reference; only the last one destroys the pool, and
+ * on_destroyed(done_arg, BLZ_OK) is called before this returns while
+ * other references remain. See blz_pool_shared.
  *
  * @param pool         the pool.
  * @param on_destroyed NULL, or called exactly once when this returns

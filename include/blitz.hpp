@@ -1088,6 +1088,23 @@ public:
      */
     explicit pool(pool_options options) : pool_(create(std::move(options))) {}
 
+    /**
+     * A reference to the process pool (blz_pool_shared, 0.3): the one
+     * pool every library of the process can share, created by the first
+     * user with the defaults (BLZ_NUM_THREADS, else the CPUs the process
+     * may use, bounded by its cgroup quota). The object's destructor gives
+     * the reference up: the pool goes only with the last reference in the
+     * process, and then waits for its accepted work as ~pool() does. Use it
+     * wherever a library would otherwise make a default pool of its own.
+     * @return a pool object holding one reference.
+     * @throws error BLZ_ENOMEM, BLZ_ETHREAD (creating it).
+     */
+    static pool shared() {
+        blz_pool *handle = nullptr;
+        detail::check(blz_pool_shared(nullptr, &handle), "blz::pool::shared");
+        return pool(handle_t(handle, nullptr));
+    }
+
     /** Takes other's pool. @param other becomes empty. */
     pool(pool &&other) noexcept = default;
 
@@ -1102,7 +1119,8 @@ public:
      * blz_pool_destroy: waits for every accepted task (spawned, in a group,
      * running), runs on_thread_stop on each worker and joins them. Called
      * from one of the pool's own workers (BLZ_EDEADLK), it calls
-     * std::terminate.
+     * std::terminate. For a pool from shared(): gives its reference up, and
+     * destroys the pool so only if it was the last in the process.
      */
     ~pool() = default;
 
@@ -1481,6 +1499,8 @@ private:
         detail::check(blz_pool_create(&config, &handle), "blz::pool");
         return {handle, std::move(hooks)};  // the hooks are freed after blz_pool_destroy ran them
     }
+
+    explicit pool(handle_t handle) noexcept : pool_(std::move(handle)) {}
 
     static pool_options with_threads(std::uint32_t num_threads) {
         pool_options options;

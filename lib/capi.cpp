@@ -2,6 +2,7 @@
 // Nothing below this file knows about the C types' error conventions, and
 // no C++ exception crosses it (user code runs inside run_guarded).
 #include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -12,6 +13,7 @@
 #include "deadline.hpp"
 #include "event.hpp"
 #include "group.hpp"
+#include "placement.hpp"
 #include "registry.hpp"
 #include "task.hpp"
 #include "worker.hpp"
@@ -282,22 +284,202 @@ void init_config(blz_pool_config *config, uint32_t size) {
     config->struct_size = size;
 }
 
-blz_status create_pool(const blz_pool_config *config, blz_pool **out_pool) {
-    if (out_pool == nullptr) return BLZ_EINVAL;
-    blz_pool_config effective;
+// The caller's config as this version reads it: the fields both the
+// caller's version and this one know; the rest keep their defaults.
+blz_status effective_config(const blz_pool_config *config, blz_pool_config &effective) {
     init_config(&effective, sizeof(effective));
     if (config != nullptr) {
         if (config->struct_size < kConfigSizeV01) return BLZ_EINVAL;
-        // The fields both the caller's version and this one know; the rest keep their defaults.
         std::memcpy(&effective, config, config->struct_size >= kConfigSizeV02 ? kConfigSizeV02 : kConfigSizeV01);
         effective.struct_size = sizeof(effective);
     }
     if (effective.num_threads > BLZ_MAX_THREADS) return BLZ_EINVAL;
+    return BLZ_OK;
+}
+
+blz_status create_pool(const blz_pool_config *config, blz_pool **out_pool) {
+    if (out_pool == nullptr) return BLZ_EINVAL;
+    blz_pool_config effective;
+    if (blz_status checked = effective_config(config, effective); checked != BLZ_OK) return checked;
     Registry *registry = nullptr;
     blz_status status = Registry::create(effective, &registry);
     if (status == BLZ_OK) *out_pool = reinterpret_cast<blz_pool *>(registry);
     return status;
 }
+
+// ---- The process pool (blz_pool_shared, 0.3) ----
+// One pool that every library in the process can share, with a count of
+// references. blz_pool_destroy and blz_pool_release on its handle give up
+// one reference; the last one destroys the pool, and the next
+// blz_pool_shared makes a new one (blitz.h says why).
+//
+// Lifetimes: the SharedPool entry is reachable only through g_shared and
+// only read or written with g_shared_lock held; whoever takes it out of
+// g_shared (the last release) frees it. The Registry lives while the
+// entry counts a reference to it: a holder's calls need no lock, and its
+// destroy/release reads only registry->shared() and forked() before taking
+// the lock, which its own reference keeps valid.
+struct SharedPool {
+    Registry *registry;
+    uint64_t refs;
+    // What the creator's config set, to refuse a later config that differs.
+    size_t stack_size;
+    char *thread_name;  // malloc'd copy; nullptr: the default "blz"
+    char *cpu_list;     // malloc'd copy of the list used (config's, else BLZ_CPU_LIST); nullptr: none
+    blz_thread_fn on_thread_start;
+    blz_thread_fn on_thread_stop;
+    void *user;
+    blz_spawn_thread_fn spawn_thread;
+    void *spawn_user;
+};
+
+// A plain pthread mutex and pointer: no destructor runs at exit, so a
+// worker or an atexit handler that calls blz_pool_shared or gives the pool
+// up while the process exits finds them intact.
+// The lock: creation, the count and the entry change together, and two
+// first callers must not both create.
+pthread_mutex_t g_shared_lock = PTHREAD_MUTEX_INITIALIZER;
+SharedPool *g_shared = nullptr;  // guarded by g_shared_lock
+
+void free_shared_entry(SharedPool *entry) {
+    std::free(entry->thread_name);
+    std::free(entry->cpu_list);
+    delete entry;
+}
+
+// fork(): the lock is taken around the fork so that the child never
+// inherits it held by a thread that does not exist there. In the child
+// the parent's pool is dead (its handles get BLZ_EFORK) and forgotten: the
+// next blz_pool_shared there makes a fresh pool. The parent's entry and
+// pool memory are left to the child's exit, since any number of handles to
+// it may still be given up there (each gets BLZ_EFORK, reading only the
+// Registry).
+void shared_fork_prepare() { pthread_mutex_lock(&g_shared_lock); }
+void shared_fork_parent() { pthread_mutex_unlock(&g_shared_lock); }
+void shared_fork_child() {
+    g_shared = nullptr;
+    pthread_mutex_unlock(&g_shared_lock);  // the forking thread took it in prepare and is this thread
+}
+const int g_shared_atfork = pthread_atfork(&shared_fork_prepare, &shared_fork_parent, &shared_fork_child);
+
+bool same_text(const char *a, const char *b) { return a == b || (a != nullptr && b != nullptr && std::strcmp(a, b) == 0); }
+
+// blitz.h, blz_pool_shared: a later config may set only what the pool already has.
+bool compatible(const SharedPool &pool, const blz_pool_config &config) {
+    if (config.num_threads != 0 && config.num_threads != pool.registry->num_threads()) return false;
+    if (config.stack_size != 0 && config.stack_size != pool.stack_size) return false;
+    if (config.thread_name != nullptr && !same_text(config.thread_name, pool.thread_name ? pool.thread_name : "blz")) {
+        return false;
+    }
+    if (config.cpu_list != nullptr && config.cpu_list[0] != '\0' && !same_text(config.cpu_list, pool.cpu_list)) {
+        return false;
+    }
+    if (config.on_thread_start != nullptr && config.on_thread_start != pool.on_thread_start) return false;
+    if (config.on_thread_stop != nullptr && config.on_thread_stop != pool.on_thread_stop) return false;
+    if (config.user != nullptr && config.user != pool.user) return false;
+    if (config.spawn_thread != nullptr && config.spawn_thread != pool.spawn_thread) return false;
+    if (config.spawn_user != nullptr && config.spawn_user != pool.spawn_user) return false;
+    return true;
+}
+
+char *copy_text(const char *text, bool &ok) {
+    if (text == nullptr) return nullptr;
+    char *copy = strdup(text);
+    if (copy == nullptr) ok = false;
+    return copy;
+}
+
+// Called with g_shared_lock held: creates the pool and its entry.
+blz_status create_shared(const blz_pool_config &config, SharedPool **out) {
+    SharedPool *entry = new (std::nothrow) SharedPool{};
+    if (entry == nullptr) return BLZ_ENOMEM;
+    bool ok = true;
+    entry->thread_name = copy_text(config.thread_name, ok);
+    entry->cpu_list = copy_text(blz::cpu_list_text(config.cpu_list), ok);
+    if (!ok) {
+        free_shared_entry(entry);
+        return BLZ_ENOMEM;
+    }
+    entry->stack_size = config.stack_size;
+    entry->on_thread_start = config.on_thread_start;
+    entry->on_thread_stop = config.on_thread_stop;
+    entry->user = config.user;
+    entry->spawn_thread = config.spawn_thread;
+    entry->spawn_user = config.spawn_user;
+    const blz_status status = Registry::create(config, &entry->registry);
+    if (status != BLZ_OK) {
+        free_shared_entry(entry);
+        return status;
+    }
+    entry->registry->mark_shared();  // before the handle leaves this lock
+    entry->refs = 0;
+    *out = entry;
+    return BLZ_OK;
+}
+
+blz_status acquire_shared(const blz_pool_config *config, blz_pool **out_pool) {
+    (void)g_shared_atfork;
+    if (out_pool == nullptr) return BLZ_EINVAL;
+    blz_pool_config effective;
+    if (blz_status checked = effective_config(config, effective); checked != BLZ_OK) return checked;
+    pthread_mutex_lock(&g_shared_lock);  // see g_shared_lock
+    blz_status status = BLZ_OK;
+    if (g_shared == nullptr) {
+        status = create_shared(effective, &g_shared);
+    } else if (config != nullptr && !compatible(*g_shared, effective)) {
+        status = BLZ_EINVAL;
+    }
+    if (status == BLZ_OK) {
+        ++g_shared->refs;
+        *out_pool = reinterpret_cast<blz_pool *>(g_shared->registry);
+    }
+    pthread_mutex_unlock(&g_shared_lock);
+    return status;
+}
+
+// blz_pool_destroy (wait) or blz_pool_release (!wait) on the process
+// pool's handle: gives up one reference; the last one destroys the pool
+// as those calls destroy any pool.
+blz_status give_up_shared(Registry *registry, bool wait, blz_done_fn on_destroyed, void *done_arg) {
+    if (registry->forked()) {
+        // The parent's pool: nothing is freed (see shared_fork_child).
+        if (!wait && on_destroyed != nullptr) on_destroyed(done_arg, BLZ_EFORK);
+        return BLZ_EFORK;
+    }
+    pthread_mutex_lock(&g_shared_lock);  // see g_shared_lock
+    SharedPool *entry = g_shared;
+    if (entry == nullptr || entry->registry != registry || entry->refs == 0) {
+        pthread_mutex_unlock(&g_shared_lock);
+        return BLZ_EINVAL;  // given up more often than it was acquired
+    }
+    if (entry->refs > 1) {
+        --entry->refs;
+        pthread_mutex_unlock(&g_shared_lock);
+        if (!wait && on_destroyed != nullptr) on_destroyed(done_arg, BLZ_OK);
+        return BLZ_OK;
+    }
+    // The last reference.
+    if (wait && own_worker(registry) != nullptr) {
+        pthread_mutex_unlock(&g_shared_lock);
+        return BLZ_EDEADLK;  // as blz_pool_destroy: nothing changes
+    }
+    g_shared = nullptr;
+    if (!wait) {
+        // Started with the lock held, so that if it cannot start the
+        // entry goes back before anyone saw it gone (nothing changed).
+        const blz_status status = release_pool(registry, on_destroyed, done_arg);
+        if (status != BLZ_OK) g_shared = entry;
+        pthread_mutex_unlock(&g_shared_lock);
+        if (status == BLZ_OK) free_shared_entry(entry);
+        return status;
+    }
+    pthread_mutex_unlock(&g_shared_lock);
+    free_shared_entry(entry);
+    // Outside the lock: destroy waits for accepted work, which may call
+    // blz_pool_shared (and then gets a new pool).
+    return registry->destroy();
+}
+// ---- end of the process pool ----
 }  // namespace
 
 extern "C" BLZ_API void blz_pool_config_init_v01(blz_pool_config *config) { init_config(config, kConfigSizeV01); }
@@ -311,7 +493,14 @@ BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out
 
 BLZ_API blz_status blz_pool_destroy(blz_pool *pool) {
     if (pool == nullptr) return BLZ_EINVAL;
+    if (registry_of(pool)->shared()) {
+        return without_cancellation([&] { return give_up_shared(registry_of(pool), true, nullptr, nullptr); });
+    }
     return without_cancellation([&] { return registry_of(pool)->destroy(); });
+}
+
+BLZ_API blz_status blz_pool_shared(const blz_pool_config *config, blz_pool **out_pool) {
+    return without_cancellation([&] { return acquire_shared(config, out_pool); });
 }
 
 BLZ_API uint32_t blz_pool_num_threads(const blz_pool *pool) {
@@ -610,6 +799,9 @@ BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg) {
 
 BLZ_API blz_status blz_pool_release(blz_pool *pool, blz_done_fn on_destroyed, void *done_arg) {
     if (pool == nullptr) return BLZ_EINVAL;
+    if (registry_of(pool)->shared()) {
+        return without_cancellation([&] { return give_up_shared(registry_of(pool), false, on_destroyed, done_arg); });
+    }
     return without_cancellation([&] { return release_pool(registry_of(pool), on_destroyed, done_arg); });
 }
 

@@ -43,6 +43,12 @@ public:
     blz_status destroy();
 
     bool forked() const { return fork_generation_ != g_fork_generation.load(std::memory_order_relaxed); }
+    // The process pool (blz_pool_shared): destroy and release drop one of
+    // its references instead. Set once, under the shared pool's mutex,
+    // before the handle is handed out; never changed after (read without
+    // a lock by whoever holds the handle, which came to it after the set).
+    bool shared() const { return shared_; }
+    void mark_shared() { shared_ = true; }
     uint32_t num_threads() const { return num_threads_; }
     // The CPUs this pool's workers can run on at once: the affinity mask's
     // count when the pool was made, at most num_threads().
@@ -154,6 +160,7 @@ private:
     uint32_t started_ = 0;  // workers whose thread exists (or whose run() was handed out)
 
     uint64_t fork_generation_;
+    bool shared_ = false;  // blz_pool_shared's pool
     blz_thread_fn on_thread_start_;
     blz_thread_fn on_thread_stop_;
     void *hook_user_;

@@ -159,6 +159,9 @@ int blitz_header_c_uses_everything(void) {
     status = blz_pool_destroy(pool);
     status = blz_pool_create(NULL, &pool);
     status = blz_pool_release(pool, done, &last_done);
+    /* 0.3: the process pool */
+    status = blz_pool_shared(NULL, &pool);
+    status = blz_pool_destroy(pool);
 
     {
         blz_fork_stack *stack = *blz_fork_stack_slot_v1();

@@ -740,3 +740,29 @@ TEST_CASE("pool::trace_start and trace_stop write a trace file; misuse throws", 
     CHECK(spans >= workers * (broadcasts - 1));
     CHECK(spans <= workers * broadcasts);
 }
+
+// 0.3: blz::pool::shared(), the process pool. Each object holds one
+// reference; the pool goes with the last one, then a new one is made.
+TEST_CASE("pool::shared: one pool for every user, given up by the last destructor", "[cpp][shared]") {
+    blz_pool *first = nullptr;
+    {
+        blz::pool a = blz::pool::shared();
+        blz::pool b = blz::pool::shared();
+        REQUIRE(a.native_handle() != nullptr);
+        CHECK(a.native_handle() == b.native_handle());
+        first = a.native_handle();
+        std::atomic<int> ran{0};
+        auto task = b.spawn([&] { ran.fetch_add(1); return 7; });
+        {
+            blz::pool c = std::move(a);  // moved: still one reference
+            CHECK(c.native_handle() == first);
+        }  // c gives its reference up; b keeps the pool
+        CHECK(task.get() == 7);
+        auto [x, y] = b.join([] { return 1; }, [] { return 2; });
+        CHECK(x + y == 3);
+        CHECK(ran.load() == 1);
+    }
+    blz::pool again = blz::pool::shared();
+    CHECK(again.num_threads() >= 1);
+    CHECK(again.join([] { return 1; }, [] { return 2; }).second == 2);
+}

@@ -143,6 +143,7 @@ _PROTOTYPES = {
     "blz_event_wait_for": (blz_status, [c_void_p, c_uint64]),
     "blz_event_destroy": (blz_status, [c_void_p]),
     "blz_isolate": (blz_status, [c_void_p, FN, c_void_p]),
+    "blz_pool_shared": (blz_status, [POINTER(PoolConfig), POINTER(c_void_p)]),
 }
 
 

@@ -29,7 +29,9 @@ class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
     ThreadPoolExecutor's own threads and queue are never created.
 
     What differs: the workers (max_workers None: one per CPU this process
-    may use, or BLZ_NUM_THREADS) start at once and steal work from each
+    may use, or BLZ_NUM_THREADS; with no initializer, prefix or CPU list
+    either, the process pool every library of the process shares, see
+    blitz.Pool) start at once and steal work from each
     other; a Future is completed by its task's completion callback on the
     worker; waiting for a Future on one of the pool's own workers runs other
     tasks meanwhile instead of blocking the worker; and C functions run on
@@ -52,7 +54,13 @@ class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
         self._shutdown_lock = threading.Lock()
         self._shutdown = False
         # cpu_list: pins the workers, as Pool(cpu_list=...) does (blz_pool_config.cpu_list).
-        self._runtime = Runtime(max_workers, thread_name_prefix, initializer, initargs, cpu_list=cpu_list)
+        # max_workers=n keeps its standard meaning (a pool of its own, as do
+        # an initializer, a thread name prefix and a CPU list); with none of
+        # them the executor uses the process pool every library shares (0.3).
+        shared = (max_workers is None and initializer is None and thread_name_prefix == "blz"
+                  and cpu_list is None)
+        self._runtime = Runtime(max_workers, thread_name_prefix, initializer, initargs, cpu_list=cpu_list,
+                                shared=shared)
         self._max_workers = self._runtime.num_threads
         self._thread_name_prefix = thread_name_prefix
 

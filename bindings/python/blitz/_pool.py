@@ -20,6 +20,12 @@ class Pool(PoolOperations):
     Pool(num_threads=None, name="blz", cpu_list=None): num_threads None uses the library's
     default (BLZ_NUM_THREADS if set, else the CPUs this process may use);
     name prefixes the worker thread names ("blz-0", "blz-1", ...).
+    Pool() with nothing asked for (no size, the default name, no CPU list)
+    is a reference to the process pool (blz_pool_shared, 0.3), the one pool
+    every library of the process shares, C code included: close() waits for
+    this object's own work and gives the reference up; the pool goes with
+    the last user. Its workers run no Python hooks (another user may have
+    made it), so threading.local values do not last between its tasks.
     Use it in a with-block or call close(); a pool still open when the
     interpreter exits is closed by an atexit handler. For code written for
     concurrent.futures, blitz.Executor is the same pool behind the standard API.
@@ -31,7 +37,10 @@ class Pool(PoolOperations):
         # i-th CPU, cycling, and with num_threads None there is one worker
         # per entry (blz_pool_config.cpu_list; BlitzError BLZ_EINVAL if bad).
         self._runtime = None
-        self._runtime = Runtime(num_threads, name, cpu_list=cpu_list)
+        # Nothing asked for (no size, the default name, no CPU list): the
+        # process pool that every library of the process shares (0.3).
+        shared = num_threads is None and name == "blz" and cpu_list is None
+        self._runtime = Runtime(num_threads, name, cpu_list=cpu_list, shared=shared)
 
     @property
     def num_threads(self) -> int:

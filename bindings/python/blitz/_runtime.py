@@ -249,7 +249,15 @@ def interpreter_exiting():
 class Runtime:
     """One libblitz pool and what Python keeps about it (see the module's docstring)."""
 
-    def __init__(self, num_threads, name, initializer=None, initargs=(), cpu_list=None):
+    def __init__(self, num_threads, name, initializer=None, initargs=(), cpu_list=None, shared=False):
+        # shared: a reference to the process pool (blz_pool_shared), the one
+        # every library of the process shares; no hooks (another user may
+        # have made it), so no initializer, no names, and is_own_worker asks
+        # the library. close() waits for this runtime's own work, then gives
+        # the reference up (the pool goes with the last one in the process).
+        self._shared = shared
+        if shared and (num_threads is not None or initializer is not None or cpu_list is not None):
+            raise ValueError("the process pool takes no size, initializer or cpu_list")
         self._state = _CLOSED     # until created: close() and repr work on a failed init
         self._ptr = None          # the pool, once created (a copy of _pool_cell's value)
         self._pool_cell = c_void_p()   # blz_pool_create writes the pool here; _destroy takes it out
@@ -294,11 +302,14 @@ class Runtime:
                 raise RuntimeError("blitz: cannot create a pool once the interpreter is exiting")
             _callbacks[self._key] = self   # the hooks find it from the first worker's start
             _open_runtimes.add(self)       # before the pool exists: an interrupted __init__ is closed at exit
-            status = _lib.blz_pool_create(byref(config), byref(self._pool_cell))
+            if shared:
+                status = _lib.blz_pool_shared(None, byref(self._pool_cell))
+            else:
+                status = _lib.blz_pool_create(byref(config), byref(self._pool_cell))
             if status != BLZ_OK:
                 _open_runtimes.discard(self)
                 del _callbacks[self._key]
-                check(status, "blz_pool_create")
+                check(status, "blz_pool_shared" if shared else "blz_pool_create")
             self._ptr = self._pool_cell.value
             self.num_threads = _held.blz_pool_num_threads(self._ptr)
             self._state = _OPEN
@@ -345,6 +356,9 @@ class Runtime:
 
     def is_own_worker(self):
         """Whether the calling thread is one of this pool's workers."""
+        if self._shared:   # no start hook marked the thread: the library knows (a pointer comparison only)
+            ptr = self._ptr
+            return ptr is not None and _held.blz_worker_index(ptr) >= 0
         return getattr(_tls, "runtime", None) is self
 
     # -- admission ------------------------------------------------------

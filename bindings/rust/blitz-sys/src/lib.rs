@@ -289,6 +289,10 @@ extern "C" {
     pub fn blz_pool_num_threads(pool: *const blz_pool) -> u32;
     /// The size a pool of `num_threads` 0 would get now, and why. (0.3)
     pub fn blz_default_size(out: *mut blz_default_size_info) -> blz_status;
+    /// A reference to the process pool, the one every user of the process
+    /// shares; created by the first call. `blz_pool_destroy` or
+    /// `blz_pool_release` gives the reference up; the last one destroys it. (0.3)
+    pub fn blz_pool_shared(config: *const blz_pool_config, out_pool: *mut *mut blz_pool) -> blz_status;
     /// The calling thread's index in `pool`, or -1.
     pub fn blz_worker_index(pool: *const blz_pool) -> i32;
     /// Fills the fields of `out_stats` that fit in `out_stats->struct_size`.

@@ -448,6 +448,7 @@ fn rust_functions() -> Vec<Sig> {
         blz_event_destroy: fn(*mut blz_event) -> blz_status;
         blz_isolate: fn(*mut blz_pool, blz_fn, *mut c_void) -> blz_status;
         blz_default_size: fn(*mut blz_default_size_info) -> blz_status;
+        blz_pool_shared: fn(*const blz_pool_config, *mut *mut blz_pool) -> blz_status;
         blz_group_create_ex: fn(*mut blz_pool, u32, *mut *mut blz_group) -> blz_status;
         blz_group_wait_for: fn(*mut blz_group, u64) -> blz_status;
         blz_group_cancel: fn(*mut blz_group) -> blz_status;
