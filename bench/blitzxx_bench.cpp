@@ -1,7 +1,9 @@
 // The fork-join workloads on libblitz through its C++ header (blitz.hpp),
 // written as a C++ user would: blz::pool, lambdas, pool.join and
 // pool.call. Next to blitz_bench (the same workloads through the C ABI),
-// it shows what the header's inline fork path costs (issue 31).
+// it shows what the header's inline fork path costs (issue 31). Built a
+// second time as blitzxx_free_bench (-DBENCH_FREE_JOIN): fib and tree by
+// blz::join, the pool-free form, with the halves capturing by copy.
 // usage: blitzxx_bench WORKLOAD [threads=N] [key=value ...] (harness.h);
 // the workloads here: fib, tree, parfor (sum and map by
 // pool.parallel_for), and the application workloads msort and bfs; the
@@ -35,8 +37,20 @@ uint64_t fib_rec(blz::pool &p, unsigned n) {
     return a + b;
 }
 
+// blz::join (the calling worker's pool, as rayon::join), each half
+// capturing its values: blitzxx_free_bench (-DBENCH_FREE_JOIN).
+uint64_t fib_free(unsigned n) {
+    if (n < 2) return n;
+    auto [a, b] = blz::join([n] { return fib_free(n - 1); }, [n] { return fib_free(n - 2); });
+    return a + b;
+}
+
 uint64_t fib(unsigned n) {
+#ifdef BENCH_FREE_JOIN
+    return pool->call([n] { return fib_free(n); });
+#else
     return pool->call([n] { return fib_rec(*pool, n); });
+#endif
 }
 
 int64_t tree_rec(blz::pool &p, const bench_node *node) {
@@ -45,10 +59,20 @@ int64_t tree_rec(blz::pool &p, const bench_node *node) {
     return node->value + a + b;
 }
 
+int64_t tree_free(const bench_node *node) {
+    if (node->left == nullptr || node->right == nullptr) return bench_tree_sum(node);
+    auto [a, b] = blz::join([node] { return tree_free(node->left); }, [node] { return tree_free(node->right); });
+    return node->value + a + b;
+}
+
 int64_t tree_sum(const bench_node *root, unsigned reps) {
     return pool->call([root, reps] {
         int64_t sum = 0;
+#ifdef BENCH_FREE_JOIN
+        for (unsigned i = 0; i < reps; ++i) sum = tree_free(root);
+#else
         for (unsigned i = 0; i < reps; ++i) sum = tree_rec(*pool, root);
+#endif
         return sum;
     });
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The fork path's benchmark (issue 31): what a fork-join costs through
 libblitz's C ABI (blitz_bench: blz_fork_join; blitz_inline_bench:
-blz_fork_join_inline, compiled into the caller), its C++ header (blitzxx_bench) and its Rust
+blz_fork_join_inline, compiled into the caller), its C++ header
+(blitzxx_bench: pool.join; blitzxx_free_bench: blz::join) and its Rust
 crate (bench/rust-join), next to Rayon, oneTBB, OpenMP tasks and plain
 recursion (seq_bench), in one run.
 
@@ -38,11 +39,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as harness  # noqa: E402  (bench/run.py: invoking, checksums, medians)
 
-C, CINL, CXX = "libblitz C", "libblitz C inline", "libblitz C++"
+C, CINL, CXX, CXXF = "libblitz C", "libblitz C inline", "libblitz C++", "libblitz C++ blz::join"
 RAYON, TBB, OMP, SEQ = "Rayon", "oneTBB", "OpenMP", "plain recursion"
-PROGRAMS = {C: "blitz_bench", CINL: "blitz_inline_bench", CXX: "blitzxx_bench", TBB: "tbb_bench", OMP: "omp_bench",
-            SEQ: "seq_bench"}
-ORDER = [C, CINL, CXX, RAYON, TBB, OMP, SEQ]
+PROGRAMS = {C: "blitz_bench", CINL: "blitz_inline_bench", CXX: "blitzxx_bench", CXXF: "blitzxx_free_bench",
+            TBB: "tbb_bench", OMP: "omp_bench", SEQ: "seq_bench"}
+ORDER = [C, CINL, CXX, CXXF, RAYON, TBB, OMP, SEQ]
 RESULTS = os.path.join(HERE, "results")
 
 
@@ -164,8 +165,9 @@ def report(data):
     sweep.sort(key=lambda kv: int(kv[0].split("depth=")[1].split(",")[0]))
     lines.append("## Tree sum on 1 worker: ns per node")
     lines.append("")
-    lines.append("| nodes | " + " | ".join(ORDER) + " | C / plain | C inline / plain | C++ / plain |")
-    lines.append("|---" * (len(ORDER) + 4) + "|")
+    lines.append("| nodes | " + " | ".join(ORDER) + " | C / plain | C inline / plain | C++ / plain |"
+                 " C++ blz::join / plain |")
+    lines.append("|---" * (len(ORDER) + 5) + "|")
     for k, v in sweep:
         row = v["1"]
         depth = int(k.split("depth=")[1].split(",")[0])
@@ -173,7 +175,8 @@ def report(data):
         plain = row.get(SEQ, {}).get("median")
         lines.append(f"| 2^{depth} | " + " | ".join(cells) + f" | {fmt(ratio(row.get(C, {}).get('median'), plain))}"
                      f" | {fmt(ratio(row.get(CINL, {}).get('median'), plain))}"
-                     f" | {fmt(ratio(row.get(CXX, {}).get('median'), plain))} |")
+                     f" | {fmt(ratio(row.get(CXX, {}).get('median'), plain))}"
+                     f" | {fmt(ratio(row.get(CXXF, {}).get('median'), plain))} |")
     lines.append("")
     lines.append("## Other rows")
     lines.append("")
@@ -241,19 +244,20 @@ def goals(s, rust, extras):
 
     out = []
     big = "tree:depth=24,reps=1"
-    for impl, limit in ((CXX, 1.2), (C, 1.5), (CINL, 1.5)):
+    for impl, limit in ((CXX, 1.2), (CXXF, 1.2), (C, 1.5), (CINL, 1.5)):
         r = ratio(med(big, 1, impl), med(big, 1, SEQ))
         out.append((f"2^24-node tree on 1 worker through {impl}: <= {limit}x plain recursion", r, limit,
                     f"{fmt(r)}x"))
     fib = "fib:n=30"
     rayon_native = med(fib, 1, RAYON)
-    for impl, limit in ((CXX, 0.35), (C, 0.5), (CINL, 0.5)):
+    for impl, limit in ((CXX, 0.35), (CXXF, 0.35), (C, 0.5), (CINL, 0.5)):
         r = ratio(med(fib, 1, impl), rayon_native)
         out.append((f"fib(30) per join on 1 worker through {impl}: <= {limit}x Rayon", r, limit, f"{fmt(r)}x"))
     # Item 4: a binding never costs more than the C call it wraps.
     for k, label in ((fib, "fib(30)"), (big, "2^24-node tree")):
-        r = ratio(med(k, 1, CXX), med(k, 1, C))
-        out.append((f"{label} on 1 worker: libblitz C++ <= libblitz C (blz_fork_join)", r, 1.0, f"{fmt(r)}x"))
+        for impl in (CXX, CXXF):
+            r = ratio(med(k, 1, impl), med(k, 1, C))
+            out.append((f"{label} on 1 worker: {impl} <= libblitz C (blz_fork_join)", r, 1.0, f"{fmt(r)}x"))
     rows = {(r["runtime"], r["threads"]): r for r in rust.get("rows", [])}
     if ("blitz::join", 1) in rows and ("rayon::join", 1) in rows:
         r = ratio(rows[("blitz::join", 1)]["median_ns_per_join"], rows[("rayon::join", 1)]["median_ns_per_join"])
@@ -265,12 +269,12 @@ def goals(s, rust, extras):
                     f"{fmt(r)}x"))
     small = "tree:depth=10,reps=1000"
     plain_small = med(f"tree:depth=10,reps={1 << 14}", 1, SEQ)  # the sweep's 2^10 row: ns per node
-    for impl in (C, CINL, CXX):
+    for impl in (C, CINL, CXX, CXXF):
         r = ratio(med(small, 2, impl), plain_small)
         out.append((f"1023-node trees inside a 2-worker pool through {impl}: <= 2.0x plain recursion per tree",
                     r, 2.0, f"{fmt(r)}x"))
     for k, label in ((big, "tree 2^24"), ("fib:n=32", "fib(32)")):
-        for impl in (C, CXX):
+        for impl in (C, CXX, CXXF):
             one, two = med(k, 1, impl), med(k, 2, impl)
             speedup = ratio(one, two)
             c = cpu(k, 2, impl)

@@ -267,6 +267,32 @@ struct call_frame {
     std::exception_ptr error;
 };
 
+// The process pool for blz::join off every pool: one reference, taken at
+// the first use and kept to process exit (never given up, so no pool is
+// created and destroyed per join, and none is destroyed by a static
+// destructor while other threads may still join).
+inline blz_pool *process_pool_for_join() {
+    static blz_pool *const handle = [] {
+        blz_pool *p = nullptr;
+        check(blz_pool_shared(nullptr, &p), "blz::join");
+        return p;
+    }();
+    return handle;
+}
+
+// A join through the C call blz_fork_join: from a thread that is not a
+// worker of `handle`'s pool (the pair moves into the pool), or where the
+// compiler cannot name the fork stack.
+template <class F, class G>
+std::pair<value_t<result_t<F>>, value_t<result_t<G>>> join_through(blz_pool *handle, F &&f, G &&g) {
+    call_frame<F> a(f);
+    call_frame<G> b(g);
+    const blz_status status = blz_fork_join(handle, &call_frame<F>::run, &a, &call_frame<G>::run, &b);
+    if (a.error) std::rethrow_exception(a.error);
+    b.finish(status, "blz::pool::join");
+    return std::pair<value_t<result_t<F>>, value_t<result_t<G>>>(a.result.take_value(), b.result.take_value());
+}
+
 #if defined(__GNUC__)
 // The fork path compiled into the caller (blitz.h, "The inline fork path",
 // steps 1 to 4), for a worker of the pool forking. When nobody asked for
@@ -481,6 +507,60 @@ template <class G, class RA>
     if (*stack.failures != before) blz_fork_failed_v1(&stack, before);
     if (b.ran == forked_half<G>::outcome::error) std::rethrow_exception(b.take_error());
     throw error(BLZ_ETASK, "blz::pool::join");
+}
+
+template <class F, class G>
+using join_result = std::pair<value_t<result_t<F>>, value_t<result_t<G>>>;
+
+// Steps 2 to 4. Pushed: g's frame is on the stack, to pop or to join
+// through the library; else g simply runs here after f.
+template <bool Pushed, class F, class G>
+[[gnu::always_inline]] inline join_result<F, G> join_halves(blz_fork_stack &stack, F &&f, forked_half<G> &b,
+                                                            std::uint32_t failures_before) {
+    raw_slot<result_t<F>> a;
+    try {
+        a.fill(std::forward<F>(f));
+    } catch (...) {
+        join_after_first_threw(stack, b, Pushed, failures_before);
+        throw;
+    }
+    if (__builtin_expect(!Pushed || fork_pop(stack), 1)) {
+        try {
+            b.run_inline();
+        } catch (...) {
+            a.drop();
+            inline_half_threw(stack, failures_before);
+            throw;
+        }
+    } else {
+        join_promoted_half(stack, b, a, failures_before);
+    }
+    if (__builtin_expect(*stack.failures != failures_before, 0)) {
+        a.drop();
+        b.value.drop();
+        fork_failed(stack, failures_before);
+    }
+    return take_both<join_result<F, G>>(a, b.value);
+}
+
+// The push failed (out of memory): no fork, both halves run here.
+template <class F, class G>
+[[gnu::noinline, gnu::cold]] join_result<F, G> join_unpushed(blz_fork_stack &stack, F &&f, forked_half<G> &b,
+                                                             std::uint32_t failures_before) {
+    return join_halves<false>(stack, std::forward<F>(f), b, failures_before);
+}
+
+// A join on the calling worker, whose fork stack this is: blitz.h's
+// inline fork path. g's forked_half is what a thief runs if g is
+// promoted; f and an unpromoted g are called right here.
+template <class F, class G>
+join_result<F, G> join_inline(blz_fork_stack &stack, F &&f, G &&g) {
+    forked_half<G> b(g);
+    const std::uint32_t failures_before = *stack.failures;
+    if (__builtin_expect(!fork_push(stack, b.frame), 0)) {
+        return join_unpushed(stack, std::forward<F>(f), b, failures_before);
+    }
+    return join_halves<true>(stack, std::forward<F>(f), b, failures_before);
 }
 #endif
 
@@ -1214,79 +1294,12 @@ public:
 #if defined(__GNUC__)
         blz_fork_stack *const stack = blz_fork_stack_v1;
         if (__builtin_expect(stack != nullptr && stack->pool == pool_.get(), 1)) {
-            return join_inline(*stack, std::forward<F>(f), std::forward<G>(g));
+            return detail::join_inline(*stack, std::forward<F>(f), std::forward<G>(g));
         }
 #endif
-        detail::call_frame<F> a(f);
-        detail::call_frame<G> b(g);
-        const blz_status status =
-            blz_fork_join(pool_.get(), &detail::call_frame<F>::run, &a, &detail::call_frame<G>::run, &b);
-        if (a.error) std::rethrow_exception(a.error);
-        b.finish(status, "blz::pool::join");
-        return std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>>(
-            a.result.take_value(), b.result.take_value());
+        return detail::join_through(pool_.get(), std::forward<F>(f), std::forward<G>(g));
     }
 
-#if defined(__GNUC__)
-private:
-    // join() on a worker of this pool: blitz.h's inline fork path. g's
-    // call_frame is what a thief runs if g is promoted; f and an unpromoted
-    // g are called right here.
-    template <class F, class G>
-    using join_result = std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>>;
-
-    template <class F, class G>
-    static join_result<F, G> join_inline(blz_fork_stack &stack, F &&f, G &&g) {
-        detail::forked_half<G> b(g);
-        const std::uint32_t failures_before = *stack.failures;
-        if (__builtin_expect(!detail::fork_push(stack, b.frame), 0)) {
-            return join_unpushed(stack, std::forward<F>(f), b, failures_before);
-        }
-        return join_halves<true>(stack, std::forward<F>(f), b, failures_before);
-    }
-
-    // Steps 2 to 4. Pushed: g's frame is on the stack, to pop or to join
-    // through the library; else g simply runs here after f.
-    template <bool Pushed, class F, class G>
-    [[gnu::always_inline]] static join_result<F, G> join_halves(blz_fork_stack &stack, F &&f,
-                                                               detail::forked_half<G> &b,
-                                                               std::uint32_t failures_before) {
-        detail::raw_slot<detail::result_t<F>> a;
-        try {
-            a.fill(std::forward<F>(f));
-        } catch (...) {
-            detail::join_after_first_threw(stack, b, Pushed, failures_before);
-            throw;
-        }
-        if (__builtin_expect(!Pushed || detail::fork_pop(stack), 1)) {
-            try {
-                b.run_inline();
-            } catch (...) {
-                a.drop();
-                detail::inline_half_threw(stack, failures_before);
-                throw;
-            }
-        } else {
-            detail::join_promoted_half(stack, b, a, failures_before);
-        }
-        if (__builtin_expect(*stack.failures != failures_before, 0)) {
-            a.drop();
-            b.value.drop();
-            detail::fork_failed(stack, failures_before);
-        }
-        return detail::take_both<join_result<F, G>>(a, b.value);
-    }
-
-    // The push failed (out of memory): no fork, both halves run here.
-    template <class F, class G>
-    [[gnu::noinline, gnu::cold]] static join_result<F, G> join_unpushed(blz_fork_stack &stack, F &&f,
-                                                                       detail::forked_half<G> &b,
-                                                                       std::uint32_t failures_before) {
-        return join_halves<false>(stack, std::forward<F>(f), b, failures_before);
-    }
-
-public:
-#endif
 
     /**
      * Runs f() on one of the pool's workers (inline on a worker of this
@@ -1510,6 +1523,36 @@ private:
 
     handle_t pool_;
 };
+
+/**
+ * Runs f() and g(), possibly in parallel, on the pool of the calling
+ * worker, and returns both values: rayon::join's form, for code that does
+ * not carry its pool around. pool::join's contract and results otherwise:
+ * on a worker, f runs inline and g waits on the fork stack for a thief,
+ * through blitz.h's inline fork path; exceptions as pool::join's.
+ *
+ * Off every pool's workers (a thread of the program's own), the pair runs
+ * in the process pool (blz_pool_shared), as rayon::join runs in Rayon's
+ * global pool: the first such join takes a reference to it that it keeps
+ * for the life of the process, as Rayon keeps its global pool.
+ *
+ * Cheaper than pool.join on a worker: no pool to compare and none to
+ * carry into the halves (bench/findings.md, issue 31).
+ *
+ * @param f called once on the calling thread (inline on a worker).
+ * @param g called once, maybe on another worker.
+ * @return the pair of f's and g's values, as pool::join's.
+ * @throws error as pool::join, or f's or g's exception.
+ */
+template <class F, class G>
+std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t<G>>> join(F &&f, G &&g) {
+#if defined(__GNUC__)
+    if (blz_fork_stack *const stack = blz_fork_stack_v1; __builtin_expect(stack != nullptr, 1)) {
+        return detail::join_inline(*stack, std::forward<F>(f), std::forward<G>(g));
+    }
+#endif
+    return detail::join_through(detail::process_pool_for_join(), std::forward<F>(f), std::forward<G>(g));
+}
 
 }  // namespace blz
 

@@ -766,3 +766,36 @@ TEST_CASE("pool::shared: one pool for every user, given up by the last destructo
     CHECK(again.num_threads() >= 1);
     CHECK(again.join([] { return 1; }, [] { return 2; }).second == 2);
 }
+
+namespace {
+std::uint64_t fib_by_free_join(unsigned n) {
+    if (n < 2) return n;
+    auto [a, b] = blz::join([n] { return fib_by_free_join(n - 1); }, [n] { return fib_by_free_join(n - 2); });
+    return a + b;
+}
+}  // namespace
+
+TEST_CASE("blz::join forks on the calling worker's pool, and off every pool in the process pool", "[cpp][join]") {
+    blz::pool p(2);
+    // On a worker: the inline path of the worker's own pool.
+    const auto on_worker = p.call([&] {
+        auto [value, where] = blz::join([] { return fib_by_free_join(20); },
+                                        [&p] { return blz_worker_index(p.native_handle()); });
+        return std::make_pair(value, where);
+    });
+    CHECK(on_worker.first == 6765);
+    CHECK(on_worker.second >= 0);  // g ran on a worker of p (inline, or stolen by p's other worker)
+    // Off every pool: the pair runs in the process pool (blz_pool_shared).
+    blz::pool shared = blz::pool::shared();
+    auto [a, b] = blz::join([&] { return blz_worker_index(shared.native_handle()); },
+                            [] { return fib_by_free_join(15); });
+    CHECK(a >= 0);
+    CHECK(b == 610);
+    // Exceptions as pool::join's: f's is rethrown after both sides ran.
+    std::atomic<bool> g_ran{false};
+    CHECK_THROWS_AS(blz::join([]() -> int { throw std::runtime_error("f"); }, [&] { g_ran.store(true); }),
+                    std::runtime_error);
+    CHECK(g_ran.load());
+    CHECK_THROWS_AS(p.call([] { return blz::join([] { return 1; }, []() -> int { throw std::logic_error("g"); }); }),
+                    std::logic_error);
+}
