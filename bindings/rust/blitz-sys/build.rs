@@ -348,7 +348,11 @@ fn build_bundled(out_dir: &Path) -> PathBuf {
     }
     // The arguments that decide the generated code, as bundled-vs-meson.sh
     // compares them with meson's compile command.
-    for flag in ["-std=c++20", "-O3", "-DNDEBUG", "-D_FILE_OFFSET_BITS=64", "-fPIC", "-pthread"].iter().map(|s| s.to_string()).chain(lib_args) {
+    for flag in ["-std=c++20", "-O3", "-DNDEBUG", "-D_FILE_OFFSET_BITS=64", "-fPIC", "-pthread"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(lib_args)
+    {
         writeln!(record, "flag {}", flag).unwrap();
     }
     // Emits rustc-link-lib=static=blitz, its search path, and (cpp) stdc++.

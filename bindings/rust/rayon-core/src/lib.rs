@@ -27,19 +27,19 @@
 
 /// `broadcast`, `spawn_broadcast` (rayon-core's `broadcast` module).
 pub use blitz::{broadcast, spawn_broadcast, BroadcastContext};
-/// `join`, `join_context` and the context they pass.
-pub use blitz::{join, join_context, FnContext};
+/// The current pool's size, the current worker's index, the largest size.
+pub use blitz::{current_num_threads, current_thread_index, max_num_threads};
 /// Scopes, as in rayon-core.
 pub use blitz::{in_place_scope, in_place_scope_fifo, scope, scope_fifo, Scope, ScopeFifo};
+/// rayon-core's deprecated configuration API (rayon-core still exports it).
+#[allow(deprecated)]
+pub use blitz::{initialize, Configuration};
+/// `join`, `join_context` and the context they pass.
+pub use blitz::{join, join_context, FnContext};
 /// Detached work.
 pub use blitz::{spawn, spawn_fifo};
 /// Pools and their builder.
 pub use blitz::{ThreadBuilder, ThreadPool, ThreadPoolBuildError, ThreadPoolBuilder};
-/// The current pool's size, the current worker's index, the largest size.
-pub use blitz::{current_num_threads, current_thread_index, max_num_threads};
-/// rayon-core's deprecated configuration API (rayon-core still exports it).
-#[allow(deprecated)]
-pub use blitz::{initialize, Configuration};
 
 #[cfg(test)]
 mod tests {
