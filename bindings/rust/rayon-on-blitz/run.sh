@@ -74,7 +74,8 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$work/target}
 export CARGO_TERM_COLOR=never
 crate=$work/rayon
 rm -rf "$crate"
-cp -r "$rayon" "$crate"
+# Timestamps kept: a rerun in the same WORK_DIR rebuilds nothing.
+cp -r --preserve=timestamps "$rayon" "$crate"
 chmod -R u+w "$crate"
 mkdir -p "$crate/.cargo"
 # Debian's .cargo-checksum.json would make cargo check the copy as a
