@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# A crate outside the workspace, in a temporary directory, that depends on
-# `blitz` by path, as a user's crate does: its binary and its tests must
-# find libblitz.so at run time with no LD_LIBRARY_PATH and no build script
-# of its own when cargo runs them (`cargo run`, `cargo test`). A second
-# crate adds the documented rpath line to its build.rs (with blitz-sys as
-# a direct dependency, for DEP_BLITZ_RPATH): its binary then runs directly,
-# outside cargo, too.
+# Crates outside the workspace, in a temporary directory, that depend on
+# `blitz` by path, as a user's crate does.
+#
+# With the system library (BLITZ_LIB_DIR): the binary and the tests of the
+# first crate must find libblitz.so at run time with no LD_LIBRARY_PATH and
+# no build script of its own when cargo runs them (`cargo run`, `cargo
+# test`). A second crate adds the documented rpath line to its build.rs
+# (with blitz-sys as a direct dependency, for DEP_BLITZ_RPATH): its binary
+# then runs directly, outside cargo, too.
+#
+# With the bundled build (the default features, BLITZ_LIB_DIR unset): a
+# third crate builds with a plain `cargo build`, and its binary runs
+# directly from another directory with an empty environment; it has no
+# rpath, needs no libblitz.so and maps none. A fourth depends on rayon
+# (Debian's librust-rayon-dev) with rayon-core patched to
+# bindings/rust/rayon-core, and checks that rayon's pools are libblitz's
+# (left out where rayon's sources are missing). The bundled crates use
+# TARGET_DIR/bundled, so the two configurations do not rebuild each other;
+# RUNNER does not apply to them (their libblitz is not the sanitized one).
 #
 #   dependent-crate.sh WORKSPACE_DIR TARGET_DIR [RUNNER...]
 #
@@ -34,6 +46,22 @@ trap 'rm -rf "$tmp"' EXIT
 unset LD_LIBRARY_PATH
 export EXPECT_LIBBLITZ_DIR=${BLITZ_LIB_DIR:?BLITZ_LIB_DIR names the libblitz to use}
 export CARGO_TARGET_DIR=$target CARGO_TERM_COLOR=never
+registry=/usr/share/cargo/registry
+# Each crate takes the registry's crates (blitz-sys's `cc`, rayon) from
+# Debian's librust-*-dev sources, offline, as the workspace does.
+cargo_config() { # cargo_config CRATE_DIR
+    mkdir -p "$1/.cargo"
+    cat > "$1/.cargo/config.toml" <<TOML
+[source.crates-io]
+replace-with = "debian-packages"
+
+[source.debian-packages]
+directory = "$registry"
+
+[net]
+offline = true
+TOML
+}
 
 passed=0
 failed=0
@@ -64,6 +92,7 @@ blitz = { path = "$workspace/blitz" }
 
 [workspace]
 EOF
+cargo_config "$tmp/plain"
 cat > "$tmp/plain/src/main.rs" <<'EOF'
 fn fib(n: u64) -> u64 {
     if n < 2 {
@@ -124,6 +153,7 @@ blitz-sys = { path = "$workspace/blitz-sys" }
 
 [workspace]
 EOF
+cargo_config "$tmp/rpath"
 cat > "$tmp/rpath/build.rs" <<'EOF'
 fn main() {
     // The one line (README, "Where libblitz comes from"): blitz-sys's rpath for our binaries.
@@ -133,6 +163,104 @@ EOF
 cd "$tmp/rpath" || exit 1
 check "cargo build (with the rpath line)" "$cargo" build --offline --quiet
 check "the binary run directly (with the rpath line)" "${runner[@]}" "$target/debug/uses-blitz-rpath"
+
+# 3. The bundled build: no libblitz.so anywhere in the picture.
+unset BLITZ_LIB_DIR BLITZ_INCLUDE_DIR EXPECT_LIBBLITZ_DIR
+export CARGO_TARGET_DIR=$target/bundled
+mkdir -p "$tmp/bundled/src"
+cat > "$tmp/bundled/Cargo.toml" <<EOF
+[package]
+name = "uses-blitz-bundled"
+version = "0.1.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+blitz = { path = "$workspace/blitz" }
+
+[workspace]
+EOF
+cargo_config "$tmp/bundled"
+cat > "$tmp/bundled/src/main.rs" <<'EOF'
+fn fib(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = blitz::join(|| fib(n - 1), || fib(n - 2));
+    a + b
+}
+
+fn main() {
+    let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().expect("pool");
+    assert_eq!(pool.install(|| fib(20)), 6765);
+    assert_eq!(pool.broadcast(|ctx| ctx.index()), vec![0, 1]);
+    assert_eq!(fib(15), 610); // the global pool
+    // libblitz is inside this program: no shared copy is mapped.
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    assert!(!maps.contains("libblitz.so"), "a libblitz.so is mapped:\n{}", maps);
+    println!("uses-blitz-bundled: ok");
+}
+EOF
+# No rpath or runpath, and no libblitz.so among the libraries it needs.
+no_dynamic_blitz() {
+    local dynamic
+    dynamic=$(readelf -d "$1") || return 1
+    if grep -E 'RPATH|RUNPATH|libblitz' <<<"$dynamic"; then return 1; fi
+}
+cd "$tmp/bundled" || exit 1
+check "cargo build (bundled)" "$cargo" build --offline --quiet
+bundled_bin=$CARGO_TARGET_DIR/debug/uses-blitz-bundled
+check "the binary has no rpath and needs no libblitz.so (bundled)" no_dynamic_blitz "$bundled_bin"
+# From another directory, with nothing in the environment.
+check "the binary run directly from / with env -i (bundled)" \
+    bash -c 'cd / && exec env -i "$@"' run "$bundled_bin"
+
+# 4. rayon on libblitz through the patch, bundled.
+if compgen -G "$registry/rayon-1.6.*" >/dev/null; then
+    mkdir -p "$tmp/rayon/src"
+    cat > "$tmp/rayon/Cargo.toml" <<EOF
+[package]
+name = "uses-rayon-on-blitz"
+version = "0.1.0"
+edition = "2021"
+publish = false
+
+[dependencies]
+rayon = "1.6"
+
+# The one line that puts rayon on libblitz (README).
+[patch.crates-io]
+rayon-core = { path = "$workspace/rayon-core" }
+
+[workspace]
+EOF
+    cargo_config "$tmp/rayon"
+    cat > "$tmp/rayon/src/main.rs" <<'EOF'
+use rayon::prelude::*;
+
+fn main() {
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().expect("pool");
+    let sum: u64 = pool.install(|| (0..1_000_000u64).into_par_iter().map(|x| x % 7).sum());
+    assert_eq!(sum, (0..1_000_000u64).map(|x| x % 7).sum());
+    let mut v: Vec<u32> = (0..100_000).rev().collect();
+    v.par_sort();
+    assert!(v.windows(2).all(|w| w[0] <= w[1]));
+    // rayon's pool is libblitz's: its workers are libblitz's threads,
+    // named "blz-<index>" by libblitz (rayon's own would be unnamed).
+    let names = pool.broadcast(|_| std::fs::read_to_string("/proc/thread-self/comm").unwrap());
+    assert_eq!(names.iter().map(|n| n.trim()).collect::<Vec<_>>(), ["blz-0", "blz-1"]);
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    assert!(!maps.contains("libblitz.so"), "a libblitz.so is mapped");
+    println!("uses-rayon-on-blitz: ok");
+}
+EOF
+    cd "$tmp/rayon" || exit 1
+    check "cargo build (rayon with the patch, bundled)" "$cargo" build --offline --quiet
+    check "the binary run directly from / with env -i (rayon on libblitz)" \
+        bash -c 'cd / && exec env -i "$@"' run "$CARGO_TARGET_DIR/debug/uses-rayon-on-blitz"
+else
+    echo "dependent-crate: rayon with the patch: left out ($registry/rayon-1.6.* not found: apt-get install librust-rayon-dev)"
+fi
 
 echo "dependent-crate: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -10,10 +10,16 @@
 # outside the workspace must find libblitz.so at run time), then
 # rayon-compat/run.sh (rayon-core 1.10.1's own tests against blitz, with
 # the documented differences as expected failures; skipped where Debian's
-# crate sources are missing, and in sanitized runs). Ends with one line
+# crate sources are missing, and in sanitized runs), then
+# rayon-on-blitz/run.sh (rayon 1.6.1's own tests with rayon-core patched
+# to bindings/rust/rayon-core; skipped likewise), and the comparison of
+# blitz-sys's bundled build with meson's (blitz-sys/bundled-vs-meson.sh,
+# on the bundled build dependent-crate.sh made; not in sanitized runs,
+# whose meson flags add the sanitizer's). Ends with one line
 # "rust: N passed, M failed" (the sum of cargo's "test result:" lines, a
 # test program that crashed counted as one failure, each example and each
-# dependent-crate check as one test, plus rayon-compat's counts). Exits 77
+# dependent-crate check as one test, the bundled-vs-meson comparison as
+# one, plus rayon-compat's and rayon-on-blitz's counts). Exits 77
 # (meson's "skipped") when cargo or rustc is not installed. CARGO and
 # RUSTC name other toolchains.
 #
@@ -129,6 +135,20 @@ read -r p f < <(sed -n 's/^dependent-crate: \([0-9]*\) passed, \([0-9]*\) failed
 passed=$((passed + ${p:-0}))
 failed=$((failed + ${f:-1}))
 
+# The bundled build (dependent-crate.sh's third crate built it) against
+# meson's: the same sources and code-generating arguments.
+if [ ${#targets[@]} -eq 0 ]; then
+    record=$(ls -t "$target"/dependent-crate/bundled/debug/build/blitz-sys-*/out/bundled-build.txt 2>/dev/null | head -1)
+    if "$workspace/blitz-sys/bundled-vs-meson.sh" "$(dirname "$lib")" "${record:-/nonexistent}"; then
+        passed=$((passed + 1))
+    else
+        failed=$((failed + 1))
+        status=1
+    fi
+else
+    echo "rust: bundled-vs-meson left out of sanitized runs (meson adds the sanitizer's flags)"
+fi
+
 # rayon-core's own tests, every one expected to pass.
 if [ ${#targets[@]} -eq 0 ]; then
     compat_log=$target/rayon-compat.log
@@ -143,8 +163,22 @@ if [ ${#targets[@]} -eq 0 ]; then
         passed=$((passed + ${p:-0}))
         failed=$((failed + ${f:-1}))
     fi
+
+    # rayon 1.6.1's own tests on libblitz (through the rayon-core crate).
+    # RAYON_DOCTESTS=0 leaves its doctests out (the longest part to build).
+    rob_log=$target/rayon-on-blitz.log
+    TEST_TIMEOUT=300 DOCTESTS=${RAYON_DOCTESTS:-1} \
+        CARGO_TARGET_DIR=$target/rayon-on-blitz "$workspace/rayon-on-blitz/run.sh" "$target/rayon-on-blitz-work" 2>&1 |
+        tee "$rob_log"
+    rob_status=${PIPESTATUS[0]}
+    if [ "$rob_status" -ne 77 ]; then
+        [ "$rob_status" -eq 0 ] || status=1
+        read -r p f < <(sed -n 's/^rayon-on-blitz: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$rob_log")
+        passed=$((passed + ${p:-0}))
+        failed=$((failed + ${f:-1}))
+    fi
 else
-    echo "rust: rayon-compat left out of sanitized runs (its dependencies are not instrumented either)"
+    echo "rust: rayon-compat and rayon-on-blitz left out of sanitized runs (their dependencies are not instrumented either)"
 fi
 
 if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then

@@ -1,15 +1,32 @@
-// Finds libblitz and its header, links the library, and measures the C ABI.
+// Provides libblitz (compiled here, or found on the system), links it, and
+// measures the C ABI.
 //
-// The library is looked for, in order:
+// Two ways to get the library:
+//
+// * Bundled (the `bundled` feature, on by default), unless BLITZ_LIB_DIR is
+//   set: lib/*.cpp are compiled here with the `cc` crate into a static
+//   libblitz.a, linked into the program with libatomic_ops (static, as
+//   meson links it) and the C++ runtime (libstdc++). The program needs no
+//   libblitz.so at run time: no rpath, no LD_LIBRARY_PATH. The list of
+//   sources and the library's own arguments are read from the checkout's
+//   meson.build (its `lib_sources = files(...)` and `lib_args = [...]`),
+//   and the project defaults meson applies (C++20, -O3, NDEBUG: the release
+//   buildtype) are set below; what was used is written to
+//   $OUT_DIR/bundled-build.txt, which bundled-vs-meson.sh compares with
+//   `meson introspect` so the two builds cannot drift apart.
+//
+// * System (without `bundled`, or with BLITZ_LIB_DIR set): a libblitz.so
+//   looked for, in order:
 //   1. BLITZ_LIB_DIR (a directory holding libblitz.so);
 //   2. `pkg-config --libs blitz` (the pkg-config command; PKG_CONFIG names another one);
 //   3. the C compiler's own library path (`cc -print-file-name=libblitz.so`):
 //      an installed libblitz where pkg-config is missing, such as Debian's
 //      libblitz-dev in /usr/lib/<multiarch>;
 //   4. the checkout's Meson build directory, ../../../build from this crate.
-// The header comes from BLITZ_INCLUDE_DIR, else from where the library was
-// found: pkg-config's includedir, the file `#include <blitz.h>` reaches, or
-// the checkout's include/ directory.
+//   The header comes from BLITZ_INCLUDE_DIR, else from where the library was
+//   found: pkg-config's includedir, the file `#include <blitz.h>` reaches, or
+//   the checkout's include/ directory.
+//
 // Which one was used is printed as a cargo warning; when none of them has
 // the library, the build stops with a message that says what to do.
 //
@@ -267,12 +284,124 @@ fn run_probe(include_dir: &Path, out_dir: &Path) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&run.stdout).into_owned())
 }
 
-fn main() {
-    println!("cargo:rerun-if-changed=build.rs");
-    println!("cargo:rerun-if-changed=abi/header.rs");
-    println!("cargo:rerun-if-env-changed=CC");
-    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+/// The quoted strings of meson.build's statement that starts with `start`
+/// (`lib_sources = files(` or `lib_args = [`), up to its closing bracket.
+fn meson_list(meson_build: &str, start: &str) -> Vec<String> {
+    let at = meson_build
+        .find(start)
+        .unwrap_or_else(|| panic!("blitz-sys: meson.build has no `{}`: the bundled build reads it from there", start));
+    let close = if start.ends_with('(') { ')' } else { ']' };
+    let body = &meson_build[at + start.len()..];
+    let body = &body[..body.find(close).expect("blitz-sys: meson.build: unclosed list")];
+    // Every other piece between single quotes is a string; comments hold none here.
+    body.split('\'').skip(1).step_by(2).map(str::to_string).collect()
+}
 
+/// Compiles libblitz from the checkout's lib/ into OUT_DIR/libblitz.a and
+/// links it statically, with libatomic_ops and libstdc++. Returns the
+/// include directory (for the ABI probe).
+fn build_bundled(out_dir: &Path) -> PathBuf {
+    let root = normalize(checkout_root());
+    let meson_build_path = root.join("meson.build");
+    let meson_build = fs::read_to_string(&meson_build_path).unwrap_or_else(|e| {
+        panic!(
+            "blitz-sys: the bundled build needs libblitz's sources ({}: {}); \
+             build without the `bundled` feature, or set BLITZ_LIB_DIR, to use an installed libblitz",
+            meson_build_path.display(),
+            e
+        )
+    });
+    println!("cargo:rerun-if-changed={}", meson_build_path.display());
+    let sources = meson_list(&meson_build, "lib_sources = files(");
+    // -DBLZ_BUILDING_LIBRARY (only BLZ_API symbols visible), the visibility
+    // flags and -g; the `fence` option's non-default `std` value adds
+    // -DBLZ_FENCE_STD in meson.build: the bundled build keeps the default
+    // (libatomic_ops' AO_nop_full).
+    let lib_args = meson_list(&meson_build, "lib_args = [");
+    let include = root.join("include");
+    let lib = root.join("lib");
+
+    let mut build = cc::Build::new();
+    build.cpp(true).include(&include).include(&lib);
+    // meson.build's default_options: cpp_std=c++20; buildtype=release is
+    // -O3 (whatever cargo's profile, as a meson-built libblitz.so would be);
+    // b_ndebug=if-release is -DNDEBUG. warning_level=3 only adds warnings.
+    // Meson also defines _FILE_OFFSET_BITS=64 in every compile (large files).
+    build.flag("-std=c++20").opt_level(3).define("NDEBUG", None).define("_FILE_OFFSET_BITS", "64").pic(true);
+    build.debug(false); // meson's -g comes from lib_args, below
+    for arg in &lib_args {
+        build.flag(arg);
+    }
+    // The Threads dependency: -pthread, as meson compiles with it.
+    build.flag("-pthread");
+    let mut record = String::new();
+    for source in &sources {
+        let path = root.join(source);
+        println!("cargo:rerun-if-changed={}", path.display());
+        build.file(&path);
+        writeln!(record, "source {}", source).unwrap();
+    }
+    for dir in [&include, &lib] {
+        for entry in fs::read_dir(dir).into_iter().flatten().flatten() {
+            println!("cargo:rerun-if-changed={}", entry.path().display());
+        }
+    }
+    // The arguments that decide the generated code, as bundled-vs-meson.sh
+    // compares them with meson's compile command.
+    for flag in ["-std=c++20", "-O3", "-DNDEBUG", "-D_FILE_OFFSET_BITS=64", "-fPIC", "-pthread"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain(lib_args)
+    {
+        writeln!(record, "flag {}", flag).unwrap();
+    }
+    // Emits rustc-link-lib=static=blitz, its search path, and (cpp) stdc++.
+    build.compile("blitz");
+
+    // libatomic_ops, static as in meson.build (`dependency('atomic_ops', static: true)`).
+    let atomic_ops = atomic_ops_dir();
+    match &atomic_ops {
+        Some(dir) => {
+            println!("cargo:rustc-link-search=native={}", dir.display());
+            println!("cargo:rustc-link-lib=static=atomic_ops");
+            writeln!(record, "link atomic_ops {}", dir.display()).unwrap();
+        }
+        None => panic!(
+            "blitz-sys: libatomic_ops.a not found (Debian: apt-get install libatomic-ops-dev), \
+             which the bundled libblitz links as meson does"
+        ),
+    }
+    writeln!(record, "link stdc++").unwrap();
+    fs::write(out_dir.join("bundled-build.txt"), record).unwrap();
+    // Dependents' build scripts see DEP_BLITZ_BUNDLED=1 (and no LIB_DIR or RPATH: there is no .so).
+    println!("cargo:bundled=1");
+    println!(
+        "cargo:warning=blitz-sys: libblitz compiled from {} (bundled, static; libatomic_ops from {})",
+        lib.display(),
+        atomic_ops.unwrap().display()
+    );
+    include
+}
+
+/// The directory of libatomic_ops.a: pkg-config's libdir for atomic_ops,
+/// else where the C compiler finds the file.
+fn atomic_ops_dir() -> Option<PathBuf> {
+    if let Some(dir) = pkg_config(&["--variable=libdir", "atomic_ops"]).filter(|d| !d.is_empty()) {
+        if Path::new(&dir).join("libatomic_ops.a").exists() {
+            return Some(PathBuf::from(dir));
+        }
+    }
+    let cc = env::var("CC").unwrap_or_else(|_| "cc".to_string());
+    let out = Command::new(cc).arg("-print-file-name=libatomic_ops.a").output().ok()?;
+    let file = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    if out.status.success() && file.is_absolute() && file.exists() {
+        return file.parent().map(Path::to_path_buf);
+    }
+    None
+}
+
+/// Finds the system library, links it, and exports where it is. Returns the include directory.
+fn use_system_library(out_dir: &Path) -> Option<PathBuf> {
     let found = find_library();
     if let Some(dir) = &found.runtime_dir {
         // `cargo run`, `cargo test` and `cargo bench` of this crate and of
@@ -302,17 +431,34 @@ fn main() {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{}", dir.display());
     }
     let header_note = match &found.include_dir {
-        Some(dir) => {
-            println!("cargo:include_dir={}", dir.display());
-            println!("cargo:rerun-if-changed={}", dir.join("blitz.h").display());
-            format!("header {}", dir.join("blitz.h").display())
-        }
+        Some(dir) => format!("header {}", dir.join("blitz.h").display()),
         None => "no blitz.h found (set BLITZ_INCLUDE_DIR); the ABI mirror test will fail".to_string(),
     };
     println!("cargo:warning=blitz-sys: libblitz from {}; {}", found.how, header_note);
+    found.include_dir
+}
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=abi/header.rs");
+    println!("cargo:rerun-if-env-changed=CC");
+    println!("cargo:rerun-if-env-changed=BLITZ_LIB_DIR");
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+
+    // An explicit BLITZ_LIB_DIR wins over the default feature: how a
+    // project (and this checkout's meson test) picks a given libblitz.so
+    // without editing the features of a crate deep in its dependencies.
+    let bundled = env::var_os("CARGO_FEATURE_BUNDLED").is_some() && env_path("BLITZ_LIB_DIR").is_none();
+    // The record of a bundled build goes with it (a stale one would pass for this build's).
+    let _ = fs::remove_file(out_dir.join("bundled-build.txt"));
+    let include_dir = if bundled { Some(build_bundled(&out_dir)) } else { use_system_library(&out_dir) };
+    if let Some(dir) = &include_dir {
+        println!("cargo:include_dir={}", dir.display());
+        println!("cargo:rerun-if-changed={}", dir.join("blitz.h").display());
+    }
 
     let cross = env::var("TARGET").ok() != env::var("HOST").ok();
-    let result = match (&found.include_dir, cross) {
+    let result = match (&include_dir, cross) {
         (_, true) => Err("cross-compiling: the C probe cannot run on the build machine".to_string()),
         (None, false) => Err("blitz.h not found (set BLITZ_INCLUDE_DIR)".to_string()),
         (Some(dir), false) => run_probe(dir, &out_dir),
