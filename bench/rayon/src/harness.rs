@@ -120,6 +120,13 @@ pub fn quantile(values: &[f64], q: f64) -> f64 {
 }
 
 /// One run's result, printed as the same JSON line as bench/harness.c.
+/// The runtime under Rayon's API: "Rayon" natively; bench/rayon-on-blitz
+/// builds this same program on libblitz and names it in its build script.
+const IMPL: &str = match option_env!("BENCH_IMPL") {
+    Some(name) => name,
+    None => "Rayon",
+};
+
 pub struct Report {
     pub workload: String,
     pub threads: usize,
@@ -159,8 +166,9 @@ impl Report {
 
     pub fn print(&self) {
         let mut line = format!(
-            "{{\"impl\":\"Rayon\",\"workload\":\"{}\",\"threads\":{},\"wall_s\":{:e},\"cpu_s\":{:e},\
+            "{{\"impl\":\"{}\",\"workload\":\"{}\",\"threads\":{},\"wall_s\":{:e},\"cpu_s\":{:e},\
              \"cpu_per_wall\":{:.4},\"metric\":{:e},\"unit\":\"{}\",\"checksum\":\"{}\",\"extra\":{{",
+            IMPL,
             self.workload,
             self.threads,
             self.wall,

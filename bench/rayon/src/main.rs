@@ -215,6 +215,70 @@ impl Bench {
         r.extra.push(("reps", reps as f64));
     }
 
+    /// Issue 29's rayon rows: what a Rayon user writes with parallel
+    /// iterators and slices, on sizes the issue names (op=sum_map and
+    /// filter_count over 2*10^7 f64, collect of 10^7, sort and
+    /// sort_unstable of 10^7 u64). Run natively and, from the same source,
+    /// on libblitz through the rayon-core replacement (bench/rayon-on-blitz).
+    fn iter(&self, args: &mut Args, r: &mut Report) {
+        let op = args.string("op", "sum_map");
+        let default_n = if op == "sum_map" || op == "filter_count" { 20_000_000 } else { 10_000_000 };
+        let n = args.number("n", default_n) as usize;
+        if n < 16 {
+            harness::fail("iter: n must be at least 16");
+        }
+        let warm = n / 16;
+        match op.as_str() {
+            "sum_map" | "filter_count" => {
+                let mut x = vec![0.0f64; n];
+                kernels::fill_uniform(&mut x);
+                let run = |x: &[f64]| -> f64 {
+                    if op == "sum_map" {
+                        x.par_iter().map(|&v| kernels::map_one(v)).sum::<f64>()
+                    } else {
+                        x.par_iter().filter(|&&v| v < 0.25).count() as f64
+                    }
+                };
+                self.pool.install(|| run(&x[..warm]));
+                let value = r.measure(|| self.pool.install(|| run(&x)));
+                // A sum's last bits depend on how the pool split it: the checksum keeps 7 digits.
+                r.checksum = format!("{:.6e}", value);
+            }
+            "collect" => {
+                let run = |n: usize| -> Vec<u64> { (0..n as u64).into_par_iter().map(kernels::mix64).collect() };
+                self.pool.install(|| run(warm));
+                let v = r.measure(|| self.pool.install(|| run(n)));
+                r.checksum = format!("{:016x}", v.iter().fold(0u64, |h, &x| h.rotate_left(5) ^ x));
+            }
+            "sort" | "sort_unstable" => {
+                let keys: Vec<u64> = (0..n as u64).map(kernels::mix64).collect();
+                let run = |v: &mut [u64]| {
+                    if op == "sort" {
+                        v.par_sort()
+                    } else {
+                        v.par_sort_unstable()
+                    }
+                };
+                let mut w = keys[..warm].to_vec();
+                self.pool.install(|| run(&mut w));
+                let mut v = keys;
+                r.measure(|| self.pool.install(|| run(&mut v)));
+                r.checksum = if v.windows(2).all(|w| w[0] <= w[1]) {
+                    format!("{:016x}", v.iter().fold(0u64, |h, &x| h.rotate_left(5) ^ x))
+                } else {
+                    "unsorted".to_string()
+                };
+            }
+            _ => {
+                eprintln!("bench: iter op must be sum_map, filter_count, collect, sort or sort_unstable, not '{}'", op);
+                std::process::exit(2);
+            }
+        }
+        r.metric = r.wall * 1e3;
+        r.unit = "ms";
+        r.extra.push(("n", n as f64));
+    }
+
     fn parfor(&self, args: &mut Args, r: &mut Report) {
         let op = args.string("op", "sum");
         let n = args.number("n", 10_000_000) as usize;
@@ -531,7 +595,7 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let workloads = [
         "fib", "tree", "parfor", "uts", "spawn", "roundtrip", "wake", "idle", "storm", "msort", "matmul", "bfs",
-        "spawn_inside",
+        "spawn_inside", "iter",
     ];
     if argv.len() < 2 || !workloads.contains(&argv[1].as_str()) {
         eprintln!("usage: {} WORKLOAD [threads=N] [key=value ...]\nworkloads: {}", argv[0], workloads.join(" "));
@@ -564,6 +628,7 @@ fn main() {
         "msort" => bench.msort(&mut args, &mut report),
         "matmul" => bench.matmul(&mut args, &mut report),
         "bfs" => bench.bfs(&mut args, &mut report),
+        "iter" => bench.iter(&mut args, &mut report),
         _ => bench.storm(&mut args, &mut report),
     }
     if let Some(key) = args.unused() {
