@@ -548,7 +548,8 @@ BLZ_API blz_status blz_default_size(blz_default_size_info *out);
  * get it too). Thread-safe: concurrent first calls create one pool and
  * all get it. The call creating the pool holds a lock that the others
  * wait for, so config->spawn_thread (which that call runs) must not call
- * blz_pool_shared, blz_pool_destroy or blz_pool_release on this pool.
+ * blz_pool_shared, blz_pool_destroy or blz_pool_release on this pool, nor
+ * fork() (the fork handlers take the same lock).
  *
  * @param config   NULL: the defaults when creating, anything when not; else as for blz_pool_create, and checked as above.
  * @param out_pool receives the process pool's handle (a reference); untouched on failure.
