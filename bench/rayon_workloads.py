@@ -58,6 +58,8 @@ def build(build_dir):
     # blitz-sys's default, bundled build: libblitz compiled into the program
     # (what a Rust user gets), so the binary needs no libblitz.so at run time.
     env = {k: v for k, v in os.environ.items() if k not in ("BLITZ_LIB_DIR", "BLITZ_INCLUDE_DIR")}
+    if "HOME" not in env and "CARGO_HOME" not in env:  # cargo needs a home: one in the build directory
+        env["CARGO_HOME"] = os.path.join(build_dir, "bench", "cargo-home")
     for impl, (folder, binary) in CRATES.items():
         target = os.path.join(build_dir, "bench", folder + "-target")
         harness.log(f"rayon-workloads: building {impl} (cargo build --release --offline in bench/{folder})")

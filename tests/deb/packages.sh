@@ -172,14 +172,15 @@ if os.path.dirname(os.path.realpath(path)) != sys.argv[1]:
     sys.exit(f"loaded {path}, not the library in {sys.argv[1]}")
 EOF
 
-step "Rust: blitz-sys without BLITZ_LIB_DIR"
+step "Rust: blitz-sys without BLITZ_LIB_DIR (the system library: no bundled build)"
 if command -v cargo >/dev/null 2>&1; then
     # The workspace without any cargo output directory (CACHEDIR.TAG).
     tar -C "$src/bindings" --exclude-caches-all --exclude=target -cf - rust | tar -C "$tmp" -xf -
     export CARGO_TARGET_DIR="$tmp/cargo-target" CARGO_TERM_COLOR=never
     for how in "pkg-config:\`pkg-config --libs blitz\`" "false:the C compiler's library path"; do
         echo "    PKG_CONFIG=${how%%:*}: expecting libblitz from ${how#*:}"
-        (cd "$tmp/rust" && PKG_CONFIG=${how%%:*} cargo build --offline --example fib) > "$tmp/cargo.log" 2>&1 ||
+        (cd "$tmp/rust/blitz" && PKG_CONFIG=${how%%:*} cargo build --offline --no-default-features --example fib) \
+            > "$tmp/cargo.log" 2>&1 ||
             { cat "$tmp/cargo.log"; fail "cargo build (PKG_CONFIG=${how%%:*})"; }
         grep -F "blitz-sys: libblitz from ${how#*:}" "$tmp/cargo.log" | sed 's/^/    /' ||
             { cat "$tmp/cargo.log"; fail "blitz-sys did not take libblitz from ${how#*:}"; }

@@ -286,6 +286,7 @@ fn run_probe(include_dir: &Path, out_dir: &Path) -> Result<String, String> {
 
 /// The quoted strings of meson.build's statement that starts with `start`
 /// (`lib_sources = files(` or `lib_args = [`), up to its closing bracket.
+#[cfg(feature = "bundled")]
 fn meson_list(meson_build: &str, start: &str) -> Vec<String> {
     let at = meson_build
         .find(start)
@@ -300,6 +301,7 @@ fn meson_list(meson_build: &str, start: &str) -> Vec<String> {
 /// Compiles libblitz from the checkout's lib/ into OUT_DIR/libblitz.a and
 /// links it statically, with libatomic_ops and libstdc++. Returns the
 /// include directory (for the ABI probe).
+#[cfg(feature = "bundled")]
 fn build_bundled(out_dir: &Path) -> PathBuf {
     let root = normalize(checkout_root());
     let meson_build_path = root.join("meson.build");
@@ -385,6 +387,7 @@ fn build_bundled(out_dir: &Path) -> PathBuf {
 
 /// The directory of libatomic_ops.a: pkg-config's libdir for atomic_ops,
 /// else where the C compiler finds the file.
+#[cfg(feature = "bundled")]
 fn atomic_ops_dir() -> Option<PathBuf> {
     if let Some(dir) = pkg_config(&["--variable=libdir", "atomic_ops"]).filter(|d| !d.is_empty()) {
         if Path::new(&dir).join("libatomic_ops.a").exists() {
@@ -448,10 +451,17 @@ fn main() {
     // An explicit BLITZ_LIB_DIR wins over the default feature: how a
     // project (and this checkout's meson test) picks a given libblitz.so
     // without editing the features of a crate deep in its dependencies.
-    let bundled = env::var_os("CARGO_FEATURE_BUNDLED").is_some() && env_path("BLITZ_LIB_DIR").is_none();
+    // Without the feature, `cc` is not a dependency: the bundled build is not compiled in.
+    let bundled = cfg!(feature = "bundled") && env_path("BLITZ_LIB_DIR").is_none();
     // The record of a bundled build goes with it (a stale one would pass for this build's).
     let _ = fs::remove_file(out_dir.join("bundled-build.txt"));
+    #[cfg(feature = "bundled")]
     let include_dir = if bundled { Some(build_bundled(&out_dir)) } else { use_system_library(&out_dir) };
+    #[cfg(not(feature = "bundled"))]
+    let include_dir = {
+        let _ = bundled;
+        use_system_library(&out_dir)
+    };
     if let Some(dir) = &include_dir {
         println!("cargo:include_dir={}", dir.display());
         println!("cargo:rerun-if-changed={}", dir.join("blitz.h").display());
