@@ -118,16 +118,16 @@ bool Worker::block_isolated(CoreLatch<> &latch, uint64_t deadline) {
     // Sleep::wake_isolated(). Not in the sleep protocol: no poster counts on us
     // for a job we would refuse (docs/protocol.md, "Isolation").
     if (!latch.get_sleepy() || !latch.fall_asleep()) return true;  // set meanwhile
-    std::atomic<uint32_t> &word = sleep_->isolated_word(index_);
+    auto &word = sleep_->isolated_word(index_);  // StdSync's atomic: chaos pauses around it
     enter_phase(Phase::kSleeping);
     bool set = true;
     for (;;) {
         // seq_cst store, then the fence: our half of the store-buffering
         // pair with Sleep::wake_isolated().
         word.store(1, std::memory_order_seq_cst);
-        full_fence();
+        StdSync::full_fence();
         if (latch.probe()) break;
-        if (futex_wait_until(word, 1, deadline)) continue;
+        if (StdSync::wait_until(word, 1, deadline)) continue;
         // Timed out: back to UNSET unless a setter found SLEEPING (then
         // the latch is SET, and its wake-up touches only this worker).
         set = !latch.wake_up();
