@@ -463,7 +463,8 @@ blz_status give_up_shared(Registry *registry, bool wait, blz_done_fn on_destroye
         pthread_mutex_unlock(&g_shared_lock);
         return BLZ_EDEADLK;  // as blz_pool_destroy: nothing changes
     }
-    g_shared = nullptr;
+    const bool unlink_late = wait && BLZ_FAULT_MUTANT(kSharedUnlinkedLate);
+    if (!unlink_late) g_shared = nullptr;
     if (!wait) {
         // Started with the lock held, so that if it cannot start the
         // entry goes back before anyone saw it gone (nothing changed).
@@ -474,11 +475,35 @@ blz_status give_up_shared(Registry *registry, bool wait, blz_done_fn on_destroye
         return status;
     }
     pthread_mutex_unlock(&g_shared_lock);
+    // From here a blz_pool_shared makes a new pool: this one is out of
+    // reach before it starts to die (lifetime row "shared pool: acquire in
+    // last give-up").
+    BLZ_FAULT_POINT(kSharedLastGiveUp, registry);
+    if (unlink_late) {
+        const blz_status status = registry->destroy();
+        pthread_mutex_lock(&g_shared_lock);
+        if (g_shared == entry) g_shared = nullptr;
+        pthread_mutex_unlock(&g_shared_lock);
+        free_shared_entry(entry);
+        return status;
+    }
     free_shared_entry(entry);
     // Outside the lock: destroy waits for accepted work, which may call
     // blz_pool_shared (and then gets a new pool).
     return registry->destroy();
 }
+
+#if defined(BLZ_FAULT_INJECTION)
+// The defect blitz.h's "Process exit" rules out, for the lifetime row
+// "shared pool: exit while a task runs":
+// destroying the process pool from a static destructor waits at exit for
+// tasks that may never end.
+struct DestroySharedAtExit {
+    ~DestroySharedAtExit() {
+        if (BLZ_FAULT_MUTANT(kSharedDestroyedAtExit) && g_shared != nullptr) g_shared->registry->destroy();
+    }
+} g_destroy_shared_at_exit;
+#endif
 // ---- end of the process pool ----
 }  // namespace
 

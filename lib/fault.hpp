@@ -35,6 +35,7 @@ enum class Point {
     kTaskFinishedBeforeLateDone,  // a task with BLZ_SPAWN_DONE_AFTER_FINISH finished; its on_done has yet to run
     kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
     kEventFreed,           // an event's memory is about to be freed (registry: the Event)
+    kSharedLastGiveUp,     // the process pool's last give-up took it out of reach and has yet to destroy it
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -62,6 +63,8 @@ enum class Mutant {
     kJoinSkipsStolenFrame,  // a join whose promoted half was stolen returns without waiting for the thief
     kLateDoneReadsTask,     // an on_done after the finish is read from the task, which its joiner may have freed
     kEventSetUnreferenced,  // an event's set holds no reference, so its waiter's destroy may free it under the set
+    kSharedUnlinkedLate,    // the process pool's last give-up leaves it reachable by blz_pool_shared until its destroy returned
+    kSharedDestroyedAtExit, // a static destructor destroys the process pool at exit, waiting for its tasks
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

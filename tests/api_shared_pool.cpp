@@ -75,6 +75,17 @@ void on_destroyed(void *arg, blz_status status) {
     done->calls.fetch_add(1);
 }
 
+// A task that stops at its gate until the test opens it, then counts.
+struct GatedTask {
+    Gate gate;
+    OpenOnExit opener{gate};  // a failed REQUIRE never leaves it stuck
+    std::atomic<int> ran{0};
+    void operator()() {
+        gate.pass();
+        ran.fetch_add(1);
+    }
+};
+
 }  // namespace
 
 TEST_CASE("every caller gets the same pool, also many threads at once", "[api][shared]") {
@@ -175,13 +186,9 @@ TEST_CASE("a user giving the pool up while another spawns: the other's work comp
     blz_pool *a = acquire();
     blz_pool *b = acquire();
     REQUIRE(a == b);
-    Gate gate;
-    OpenOnExit opener{gate};
-    std::atomic<int> ran{0};
-    auto held = [&] {
-        gate.pass();
-        ran.fetch_add(1);
-    };
+    GatedTask held;
+    Gate &gate = held.gate;
+    std::atomic<int> &ran = held.ran;
     blz_task *task = nullptr;
     REQUIRE(blz_spawn(b, thunk_of(held), &held, &task) == BLZ_OK);
     REQUIRE(gate.wait_entered());
@@ -211,13 +218,9 @@ TEST_CASE("a user giving the pool up while another spawns: the other's work comp
 
 TEST_CASE("the last reference destroys the pool after its accepted work", "[api][shared]") {
     Watchdog watchdog("shared last reference", seconds(120));
-    Gate gate;
-    OpenOnExit opener{gate};
-    std::atomic<int> ran{0};
-    auto held = [&] {
-        gate.pass();
-        ran.fetch_add(1);
-    };
+    GatedTask held;
+    Gate &gate = held.gate;
+    std::atomic<int> &ran = held.ran;
     blz_pool *pool = acquire();
 
     SECTION("blz_pool_release: on_destroyed only once the task ran") {

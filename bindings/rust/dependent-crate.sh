@@ -48,19 +48,23 @@ export EXPECT_LIBBLITZ_DIR=${BLITZ_LIB_DIR:?BLITZ_LIB_DIR names the libblitz to 
 export CARGO_TARGET_DIR=$target CARGO_TERM_COLOR=never
 registry=/usr/share/cargo/registry
 # Each crate takes the registry's crates (blitz-sys's `cc`, rayon) from
-# Debian's librust-*-dev sources, offline, as the workspace does.
+# Debian's librust-*-dev sources, offline: the workspace's own cargo config.
 cargo_config() { # cargo_config CRATE_DIR
     mkdir -p "$1/.cargo"
-    cat > "$1/.cargo/config.toml" <<TOML
-[source.crates-io]
-replace-with = "debian-packages"
+    cp "$workspace/.cargo/config.toml" "$1/.cargo/config.toml"
+}
 
-[source.debian-packages]
-directory = "$registry"
-
-[net]
-offline = true
-TOML
+# fib_module CRATE_DIR: src/fib.rs, the fork-join every program runs.
+fib_module() {
+    cat > "$1/src/fib.rs" <<'EOF'
+pub fn fib(n: u64) -> u64 {
+    if n < 2 {
+        return n;
+    }
+    let (a, b) = blitz::join(|| fib(n - 1), || fib(n - 2));
+    a + b
+}
+EOF
 }
 
 passed=0
@@ -93,14 +97,10 @@ blitz = { path = "$workspace/blitz" }
 [workspace]
 EOF
 cargo_config "$tmp/plain"
+fib_module "$tmp/plain"
 cat > "$tmp/plain/src/main.rs" <<'EOF'
-fn fib(n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = blitz::join(|| fib(n - 1), || fib(n - 2));
-    a + b
-}
+mod fib;
+use fib::fib;
 
 /// The directory of the libblitz.so this process mapped (the kernel shows
 /// the file's real path): a system-wide copy must not pass for ours.
@@ -138,7 +138,7 @@ check "cargo test (depends on blitz only)" "$cargo" test --offline --quiet
 
 # 2. The rpath line in build.rs: the binary runs outside cargo as well.
 mkdir -p "$tmp/rpath/src"
-cp "$tmp/plain/src/main.rs" "$tmp/rpath/src/main.rs"
+cp "$tmp/plain/src/main.rs" "$tmp/plain/src/fib.rs" "$tmp/rpath/src/"
 cat > "$tmp/rpath/Cargo.toml" <<EOF
 [package]
 name = "uses-blitz-rpath"
@@ -181,14 +181,10 @@ blitz = { path = "$workspace/blitz" }
 [workspace]
 EOF
 cargo_config "$tmp/bundled"
+fib_module "$tmp/bundled"
 cat > "$tmp/bundled/src/main.rs" <<'EOF'
-fn fib(n: u64) -> u64 {
-    if n < 2 {
-        return n;
-    }
-    let (a, b) = blitz::join(|| fib(n - 1), || fib(n - 2));
-    a + b
-}
+mod fib;
+use fib::fib;
 
 fn main() {
     let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().expect("pool");

@@ -149,37 +149,31 @@ else
     echo "rust: bundled-vs-meson left out of sanitized runs (meson adds the sanitizer's flags)"
 fi
 
+# counted_suite NAME: runs $workspace/NAME/run.sh (which ends with "NAME: N
+# passed, N failed", or exits 77 when it cannot run here) with its own
+# target and work directories, and adds its counts to ours.
+counted_suite() {
+    local name=$1 log=$target/$1.log suite_status p f
+    CARGO_TARGET_DIR=$target/$name "$workspace/$name/run.sh" "$target/$name-work" 2>&1 | tee "$log"
+    suite_status=${PIPESTATUS[0]}
+    [ "$suite_status" -eq 77 ] && return
+    [ "$suite_status" -eq 0 ] || status=1
+    read -r p f < <(sed -n "s/^$name: \\([0-9]*\\) passed, \\([0-9]*\\) failed\$/\\1 \\2/p" "$log")
+    passed=$((passed + ${p:-0}))
+    failed=$((failed + ${f:-1}))
+}
+
 # rayon-core's own tests, every one expected to pass.
 if [ ${#targets[@]} -eq 0 ]; then
-    compat_log=$target/rayon-compat.log
     # TEST_TIMEOUT: each of its programs takes seconds; a hang fails in 4 minutes.
-    TEST_TIMEOUT=240 \
-        CARGO_TARGET_DIR=$target/rayon-compat "$workspace/rayon-compat/run.sh" "$target/rayon-compat-work" 2>&1 |
-        tee "$compat_log"
-    compat_status=${PIPESTATUS[0]}
-    if [ "$compat_status" -ne 77 ]; then
-        [ "$compat_status" -eq 0 ] || status=1
-        read -r p f < <(sed -n 's/^rayon-compat: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$compat_log")
-        passed=$((passed + ${p:-0}))
-        failed=$((failed + ${f:-1}))
-    fi
+    TEST_TIMEOUT=240 counted_suite rayon-compat
 
     # rayon 1.6.1's own tests on libblitz (through the rayon-core crate):
     # its unit tests and tests/*.rs; RAYON_DOCTESTS=1 adds its 218
     # doctests, left out by default to keep ./dev test (and CI) short:
     # each doctest is a program of its own to build (3.5 min here, all
     # passing when last run).
-    rob_log=$target/rayon-on-blitz.log
-    TEST_TIMEOUT=300 DOCTESTS=${RAYON_DOCTESTS:-0} \
-        CARGO_TARGET_DIR=$target/rayon-on-blitz "$workspace/rayon-on-blitz/run.sh" "$target/rayon-on-blitz-work" 2>&1 |
-        tee "$rob_log"
-    rob_status=${PIPESTATUS[0]}
-    if [ "$rob_status" -ne 77 ]; then
-        [ "$rob_status" -eq 0 ] || status=1
-        read -r p f < <(sed -n 's/^rayon-on-blitz: \([0-9]*\) passed, \([0-9]*\) failed$/\1 \2/p' "$rob_log")
-        passed=$((passed + ${p:-0}))
-        failed=$((failed + ${f:-1}))
-    fi
+    TEST_TIMEOUT=300 DOCTESTS=${RAYON_DOCTESTS:-0} counted_suite rayon-on-blitz
 else
     echo "rust: rayon-compat and rayon-on-blitz left out of sanitized runs (their dependencies are not instrumented either)"
 fi

@@ -24,7 +24,10 @@
 //  - a trace writer (a worker's event, or an outside thread's wake-up)
 //    held between loading its buffer and appending while another thread
 //    stops the trace: the stop must wait for it before it frees the
-//    buffers (issue 18).
+//    buffers (issue 18);
+//  - the process pool's last give-up held between taking the pool out of
+//    reach and destroying it while another thread asks for the process
+//    pool, and exit() while its task runs (issue 28).
 // Defect 4 (allocation failure) has its own program, fault_alloc_failure.
 //
 // A scenario reports a violation itself where it can see one (destroy
@@ -240,6 +243,21 @@ void hold_event_setter() {
     if (g_event.freed.load()) violation("an event was freed by its waiter's destroy while its set was still inside it");
 }
 
+// The process pool's last give-up against a blz_pool_shared from another
+// thread (scenario_shared_acquired_during_last_give_up).
+struct SharedRace {
+    std::atomic<bool> armed{false};     // the next last give-up pauses before its destroy
+    std::atomic<bool> paused{false};    // it did
+    std::atomic<bool> acquired{false};  // the other thread's blz_pool_shared returned
+};
+SharedRace g_shared_race;
+
+void hold_last_give_up() {
+    g_shared_race.paused.store(true);
+    auto until = Clock::now() + std::chrono::seconds(2);
+    while (!g_shared_race.acquired.load() && Clock::now() < until) std::this_thread::yield();
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -306,6 +324,9 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kEventFreed:
             if (registry == g_event.event.load()) g_event.freed.store(true);
+            return;
+        case Point::kSharedLastGiveUp:
+            if (g_shared_race.armed.exchange(false)) hold_last_give_up();
             return;
         case Point::kEntered:
             return;
@@ -852,6 +873,57 @@ void scenario_event_set_vs_destroy() {
     check(g_event.destroyed.load() && g_event.freed.load(), "the event is freed once its set and its destroy are done");
 }
 
+// The last reference to the process pool is given up on one thread and
+// held between taking the pool out of reach and destroying it, while
+// another thread asks for the process pool: it must get a new pool, never
+// the one being destroyed (whose memory goes when that destroy returns).
+void scenario_shared_acquired_during_last_give_up() {
+    blz_pool *dying = nullptr;
+    check(blz_pool_shared(nullptr, &dying) == BLZ_OK, "blz_pool_shared");
+    g_shared_race.armed.store(true);
+    std::thread giver([dying] { check(blz_pool_destroy(dying) == BLZ_OK, "the last give-up"); });
+    spin_until([] { return g_shared_race.paused.load(); });
+    blz_pool *next = nullptr;
+    check(blz_pool_shared(nullptr, &next) == BLZ_OK, "blz_pool_shared during the last give-up");
+    // The dying pool's memory is still there (its destroy is held), so a
+    // new pool cannot have its address.
+    const bool got_dying = next == dying;
+    g_shared_race.acquired.store(true);
+    giver.join();
+    check(!got_dying, "blz_pool_shared during the last give-up returned the pool being destroyed");
+    std::atomic<int> ran{0};
+    check(blz_spawn(next, count_run, &ran, nullptr) == BLZ_OK, "a spawn on the new process pool");
+    check(blz_pool_destroy(next) == BLZ_OK && ran.load() == 1, "the new process pool ran its task");
+}
+
+// Fork-joins without end on the process pool's worker: runtime state in use
+// while exit() runs the process's static destructors.
+void fork_join_forever(void *flag) {
+    static_cast<std::atomic<bool> *>(flag)->store(true);
+    blz_pool *pool = nullptr;
+    check(blz_pool_shared(nullptr, &pool) == BLZ_OK, "blz_pool_shared from the task");
+    for (;;) {
+        std::atomic<int> count{0};
+        blz_fork_join(pool, count_run, &count, count_run, &count);
+    }
+}
+
+// exit() while a task of the process pool runs and never ends, references
+// held (blitz.h, "Process exit"): exit must neither wait for the task nor
+// crash under it. A watchdog reports an exit that waits.
+void scenario_exit_while_shared_task_runs() {
+    blz_pool *pool = nullptr;
+    check(blz_pool_shared(nullptr, &pool) == BLZ_OK, "blz_pool_shared");
+    static std::atomic<bool> running{false};
+    check(blz_spawn(pool, fork_join_forever, &running, nullptr) == BLZ_OK, "blz_spawn");
+    spin_until([] { return running.load(); });
+    std::thread([] {
+        std::this_thread::sleep_for(std::chrono::seconds(2));
+        fail(kHang, "exit() waited for a running task of the process pool");
+    }).detach();
+    std::exit(0);
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -876,6 +948,8 @@ const char *mutant_name(Mutant m) {
         case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen promoted half";
         case Mutant::kLateDoneReadsTask: return "late on_done read from the task";
         case Mutant::kEventSetUnreferenced: return "event set holds no reference";
+        case Mutant::kSharedUnlinkedLate: return "unlinked after its destroy";
+        case Mutant::kSharedDestroyedAtExit: return "destroyed by a static destructor";
     }
     return "?";
 }
@@ -916,6 +990,10 @@ const std::vector<Row> &rows() {
         {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kLateDoneReadsTask},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kNone},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kEventSetUnreferenced},
+        {"shared pool: acquire in last give-up", scenario_shared_acquired_during_last_give_up, Expect::kClean, Mutant::kNone},
+        {"shared pool: acquire in last give-up", scenario_shared_acquired_during_last_give_up, Expect::kClean, Mutant::kSharedUnlinkedLate},
+        {"shared pool: exit while a task runs", scenario_exit_while_shared_task_runs, Expect::kClean, Mutant::kNone},
+        {"shared pool: exit while a task runs", scenario_exit_while_shared_task_runs, Expect::kClean, Mutant::kSharedDestroyedAtExit},
     };
     return all;
 }

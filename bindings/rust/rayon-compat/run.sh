@@ -122,16 +122,8 @@ harness = false
 [workspace]
 EOF
 
-cat > "$crate/.cargo/config.toml" <<EOF
-[source.crates-io]
-replace-with = "debian-packages"
-
-[source.debian-packages]
-directory = "$registry"
-
-[net]
-offline = true
-EOF
+# Offline, from Debian's crate sources: the workspace's cargo config.
+cp "$here/../.cargo/config.toml" "$crate/.cargo/config.toml"
 
 cd "$crate" || exit 1
 log=$work/log

@@ -89,16 +89,8 @@ rayon-core = { path = "$rayon_core" }
 
 [workspace]
 TOML
-cat > "$crate/.cargo/config.toml" <<TOML
-[source.crates-io]
-replace-with = "debian-packages"
-
-[source.debian-packages]
-directory = "$registry"
-
-[net]
-offline = true
-TOML
+# Offline, from Debian's crate sources: the workspace's cargo config.
+cp "$here/../.cargo/config.toml" "$crate/.cargo/config.toml"
 
 cd "$crate" || exit 1
 log=$work/log
