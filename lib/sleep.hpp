@@ -119,7 +119,7 @@ class Sleep {
         Atomic<uint64_t> spurious_wakeups{0};
         Atomic<uint64_t> sleep_aborts{0};
         // The word an isolated waiter blocks on outside the protocol
-        // (Worker::block_isolated): 1 while it may block, 0 once a latch
+        // (Sleep::block_isolated): 1 while it may block, 0 once a latch
         // setter woke it. Here, not in the Worker, because a setter reaches
         // it after the waiter may have returned and its pool destroyed its
         // workers: the pin it holds keeps only the pool's struct, and these
@@ -261,8 +261,32 @@ public:
         wake_for_jobs(c, num_jobs, queue_was_empty());
     }
 
-    // Owner: the word its isolated waits block on (WorkerSleepState::isolated_wait).
-    Atomic<uint32_t> &isolated_word(uint32_t index) { return states_[index].isolated_wait; }
+    // Worker `index` in an isolated wait, its latch not set: blocks on its
+    // own word until the latch is set (true) or `deadline` passed (false,
+    // the latch back to UNSET). Outside the sleep protocol: no poster
+    // counts on this worker for a job it would refuse (docs/protocol.md,
+    // "Isolation").
+    bool block_isolated(uint32_t index, CoreLatch<Sync> &latch, uint64_t deadline) {
+        // SLEEPING obliges a setter to call wake_isolated().
+        if (!latch.get_sleepy() || !latch.fall_asleep()) return true;  // set meanwhile
+        Atomic<uint32_t> &word = states_[index].isolated_wait;
+        bool set = true;
+        for (;;) {
+            // seq_cst store, then the fence: our half of the
+            // store-buffering pair with wake_isolated().
+            word.store(1, std::memory_order_seq_cst);
+            Sync::full_fence();
+            if (latch.probe()) break;
+            if (Sync::wait_until(word, 1, deadline)) continue;
+            // Timed out: back to UNSET unless a setter found SLEEPING
+            // (then the latch is SET, and its wake-up touches only us).
+            set = !latch.wake_up();
+            break;
+        }
+        // relaxed: a wake_isolated() that still sees 1 wakes nobody.
+        word.store(0, std::memory_order_relaxed);
+        return set;
+    }
 
     // Any thread, after setting a latch that worker `index` waited on while
     // it was SLEEPING: wakes it if it blocked in an isolated wait. The
@@ -271,6 +295,12 @@ public:
     // or we see its 1 and wake it.
     void wake_isolated(uint32_t index) {
         Atomic<uint32_t> &word = states_[index].isolated_wait;
+        if constexpr (Sync::kMutant == Mutant::kIsolatedWakeNoFence) {
+            if (word.load(std::memory_order_relaxed) == 1 && word.exchange(0, std::memory_order_relaxed) == 1) {
+                Sync::wake_one(word);
+            }
+            return;
+        }
         Sync::full_fence();
         // seq_cst: see above.
         if (word.exchange(0, std::memory_order_seq_cst) == 1) Sync::wake_one(word);

@@ -114,27 +114,10 @@ bool Worker::wait_isolated(CoreLatch<> &latch, uint64_t deadline) {
 }
 
 bool Worker::block_isolated(CoreLatch<> &latch, uint64_t deadline) {
-    // SLEEPING obliges a setter to call WakeablePool::wake, which ends in
-    // Sleep::wake_isolated(). Not in the sleep protocol: no poster counts on us
-    // for a job we would refuse (docs/protocol.md, "Isolation").
-    if (!latch.get_sleepy() || !latch.fall_asleep()) return true;  // set meanwhile
-    auto &word = sleep_->isolated_word(index_);  // StdSync's atomic: chaos pauses around it
+    // A setter that finds the latch SLEEPING calls WakeablePool::wake,
+    // which ends in Sleep::wake_isolated() (the handshake: sleep.hpp).
     enter_phase(Phase::kSleeping);
-    bool set = true;
-    for (;;) {
-        // seq_cst store, then the fence: our half of the store-buffering
-        // pair with Sleep::wake_isolated().
-        word.store(1, std::memory_order_seq_cst);
-        StdSync::full_fence();
-        if (latch.probe()) break;
-        if (StdSync::wait_until(word, 1, deadline)) continue;
-        // Timed out: back to UNSET unless a setter found SLEEPING (then
-        // the latch is SET, and its wake-up touches only this worker).
-        set = !latch.wake_up();
-        break;
-    }
-    // relaxed: a Sleep::wake_isolated() that still sees 1 wakes nobody.
-    word.store(0, std::memory_order_relaxed);
+    const bool set = sleep_->block_isolated(index_, latch, deadline);
     enter_phase(Phase::kRunning);
     return set;
 }

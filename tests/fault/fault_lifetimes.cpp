@@ -156,6 +156,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kGroupTookWaiters:
         case Point::kTraceWriteHoldsBuffer:
         case Point::kEventFreed:
+        case Point::kSharedLastGiveUp:
             return;
     }
 }

@@ -205,6 +205,7 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kEventSetBeforeNotify:  // the fuzzer makes no events (tests/api_event.cpp does)
         case Point::kEventFreed:
+        case Point::kSharedLastGiveUp:  // nor uses the process pool (tests/api_shared_pool.cpp does)
             return;
         case Point::kTaskFinishedBeforeLateDone:
             // A finished task whose on_done has yet to run: its joiner may

@@ -587,6 +587,49 @@ struct LatchSetVsSleep : rl::test_suite<LatchSetVsSleep<S>, 2> {
 };
 
 // ---------------------------------------------------------------------------
+// the isolated wait (blz_isolate): a worker blocks on its own word, outside
+// the sleep protocol, and the latch's setter wakes it through
+// Sleep::wake_isolated as WakeablePool::wake does (lib/worker.cpp). The
+// bounded variant's waits time out wherever the model chooses: a wait that
+// says "set" must find the latch set, and the last wait returns.
+
+// The pool as a latch setter from one of its workers sees it, with both
+// wake-ups of WakeablePool::wake.
+template <class S>
+struct SleepAndIsolated {
+    blz::Sleep<S> &sleep;
+    void pin() {}
+    void wake(uint32_t index) {
+        sleep.wake_specific_thread(index);
+        sleep.wake_isolated(index);
+    }
+    void unpin() {}
+};
+
+template <class S, uint64_t Deadline>
+struct IsolatedWaitVsSet : rl::test_suite<IsolatedWaitVsSet<S, Deadline>, 2> {
+    blz::Sleep<S> sleep;
+    blz::CoreLatch<S> latch;
+
+    void before() { RL_ASSERT(sleep.init(1)); }
+
+    void thread(unsigned index) {
+        if (index == 0) {
+            while (!latch.probe()) {
+                if (sleep.block_isolated(0, latch, Deadline)) RL_ASSERT(latch.probe());
+            }
+        } else {
+            SleepAndIsolated<S> pool{sleep};
+            blz::set_and_wake_worker(latch, pool, 0, false);
+        }
+    }
+};
+template <class S>
+using IsolatedWaitVsSetUnbounded = IsolatedWaitVsSet<S, blz::kNoDeadline>;
+template <class S>
+using IsolatedWaitVsSetBounded = IsolatedWaitVsSet<S, 1>;
+
+// ---------------------------------------------------------------------------
 // the JEC: a post made after a worker got sleepy is noticed before it
 // blocks: its next sleep attempt aborts. (Blitz's direction misses it once
 // the JEC is odd, and the worker blocks for good.)
@@ -1226,6 +1269,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kRelaxedPublish: return "publish stores split relaxed";
         case Mutant::kNoPublicPopFence: return "public pop without fence";
         case Mutant::kLatchIgnoresSleepy: return "sleeper ignores failed fall_asleep";
+        case Mutant::kIsolatedWakeNoFence: return "isolated wake without its fence";
         case Mutant::kSpawnCountsOnlyTask: return "spawn admission ends with its task";
         case Mutant::kNoPinOnLatchSet: return "latch set without pinning the pool";
         case Mutant::kChecksOnlyInjector: return "final check sees only the injector";
@@ -1275,6 +1319,10 @@ const std::vector<Row> &rows() {
         ROW("spawn on a worker whose job blocks", SpawnOnBlockingWorker, Mutant::kChecksOnlyInjector, Search::kRandom),
         ROW("latch set races falling asleep", LatchSetVsSleep, Mutant::kNone, Search::kFull),
         ROW("latch set races falling asleep", LatchSetVsSleep, Mutant::kLatchIgnoresSleepy, Search::kFull),
+        ROW("isolated wait vs latch set", IsolatedWaitVsSetUnbounded, Mutant::kNone, Search::kFull),
+        ROW("isolated wait vs latch set", IsolatedWaitVsSetUnbounded, Mutant::kIsolatedWakeNoFence, Search::kFull),
+        ROW("bounded isolated wait vs latch set", IsolatedWaitVsSetBounded, Mutant::kNone, Search::kRandom),
+        ROW("bounded isolated wait vs latch set", IsolatedWaitVsSetBounded, Mutant::kIsolatedWakeNoFence, Search::kRandom),
         ROW("JEC: a post after getting sleepy", JecSeesPostAfterSleepy, Mutant::kNone, Search::kFull),
         ROW("JEC: a post after getting sleepy", JecSeesPostAfterSleepy, Mutant::kBlitzJecDirection, Search::kFull),
         ROW("JEC: no post, no aborted sleep", JecNoPostNoAbort, Mutant::kNone, Search::kRandom),
