@@ -959,9 +959,9 @@ void scenario_predecessor_end_vs_group_cancel() {
     blz_pool *pool = make_pool(1);
     blz_group *group = nullptr;
     check(blz_group_create(pool, &group) == BLZ_OK, "blz_group_create");
-    Gate gate;
+    blz_test::Gate gate;
     blz_task *predecessor = nullptr;
-    check(blz_spawn(pool, gate_fn, &gate, &predecessor) == BLZ_OK, "blz_spawn");
+    check(blz_spawn(pool, blz_test::gate_fn, &gate, &predecessor) == BLZ_OK, "blz_spawn");
     static Skipped k;  // static: see scenario_event_set_during_spawn
     blz_spawn_options opts;
     blz_spawn_options_init(&opts);
@@ -980,7 +980,7 @@ void scenario_predecessor_end_vs_group_cancel() {
         // Freed: a spawn from this thread likely takes its memory.
         std::atomic<int> reused{0};
         blz_task *next = nullptr;
-        check(blz_spawn(pool, count_into, &reused, &next) == BLZ_OK, "blz_spawn");
+        check(blz_spawn(pool, blz_test::count_into, &reused, &next) == BLZ_OK, "blz_spawn");
         g_end.resume.store(true);
         check(blz_join(next) == BLZ_OK, "the reusing task's join");
     } else {

@@ -1357,8 +1357,8 @@ const std::vector<Row> &rows() {
         ROW("lifetime: outside spawn vs destroy", OutsideSpawnVsDestroy, Mutant::kSpawnCountsOnlyTask, Search::kRandom),
         ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNone, Search::kRandom),
         ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNoPinOnLatchSet, Search::kRandom),
-        ROW("dependency count hand-off", DependencyHandOff, Mutant::kNone, Search::kFull),
-        ROW("dependency count hand-off", DependencyHandOff, Mutant::kSpawnerHoldsNoCount, Search::kFull),
+        ROW("dependency count hand-off", DependencyHandOff, Mutant::kNone, Search::kRandom),
+        ROW("dependency count hand-off", DependencyHandOff, Mutant::kSpawnerHoldsNoCount, Search::kRandom),
     };
     return all;
 }
