@@ -75,6 +75,13 @@ fn rust_to_c(rust: &str) -> String {
         let (element, len) = inner.rsplit_once(';').expect("an array type without its length");
         return format!("{}[{}]", rust_to_c(element), len);
     }
+    // A pointer to const pointers (0.3's predecessor lists): C's
+    // "blz_task *const *", which header.rs spells "blz_task const**".
+    if let Some(rest) = s.strip_prefix("*const*mut") {
+        if !rest.starts_with('*') {
+            return format!("{} const**", rust_to_c(rest));
+        }
+    }
     let mut depth = 0;
     let mut is_const = false;
     loop {
