@@ -1397,7 +1397,7 @@ BLZ_API blz_status blz_event_destroy(blz_event *event);
 /**
  * Called inside a task's fn: the task finishes when the event this gives
  * is set, not when fn returns, and its status becomes the event's
- * (OpenMP's detach). Until then the task is unfinished: a join of it, a
+ * (OpenMP's detach). (0.3) Until then the task is unfinished: a join of it, a
  * wait of its group, its successors and blz_pool_destroy wait for it, but
  * no worker does: fn returns and its worker goes on. When the event is
  * set, the task is queued on its pool once more to finish there: its
