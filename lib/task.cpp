@@ -72,11 +72,14 @@ void post(Registry &registry, SpawnedJob *task) {
 // ([A1]); only a full count (2^31 units) makes it wait for one to leave.
 void queue_ready(SpawnedJob *task) {
     Registry &registry = *task->registry;
+    // In a forked child the parent's tasks never run (their joins return
+    // BLZ_EFORK); an event set in the child must not queue one there.
+    if (registry.forked()) return;
     if (registry.is_own(Worker::current())) {
         post(registry, task);
         return;
     }
-    while (registry.enter(1, true) != BLZ_OK) std::this_thread::yield();
+    while (registry.enter(1, true) == BLZ_ENOMEM) std::this_thread::yield();
     post(registry, task);
     registry.leave();  // the post's last access to the pool
 }
