@@ -36,6 +36,8 @@ enum class Point {
     kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
     kEventFreed,           // an event's memory is about to be freed (registry: the Event)
     kSharedLastGiveUp,     // the process pool's last give-up took it out of reach and has yet to destroy it
+    kEdgeRegistered,       // a spawn registered one predecessor of its task and may register more
+    kReleasingSuccessors,  // a finishing task is about to release the tasks that run after it
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -65,6 +67,8 @@ enum class Mutant {
     kEventSetUnreferenced,  // an event's set holds no reference, so its waiter's destroy may free it under the set
     kSharedUnlinkedLate,    // the process pool's last give-up leaves it reachable by blz_pool_shared until its destroy returned
     kSharedDestroyedAtExit, // a static destructor destroys the process pool at exit, waiting for its tasks
+    kSpawnerHoldsNoCount,   // a spawn with predecessors registers them without holding a count of its own
+    kSuccessorsAfterFinish, // a finishing task releases its successors after handing itself to its joiner
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

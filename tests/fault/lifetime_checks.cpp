@@ -258,6 +258,41 @@ void hold_last_give_up() {
     while (!g_shared_race.acquired.load() && Clock::now() < until) std::this_thread::yield();
 }
 
+// Issue 30's dependencies (scenario_event_set_during_spawn, below).
+struct SpawnRace {
+    std::atomic<bool> armed{false};    // the next edge registration pauses
+    std::atomic<blz_event *> first{nullptr};
+    std::atomic<blz_pool *> pool{nullptr};
+};
+SpawnRace g_spawn;
+
+// The spawner registered its task on the first event: set that event from
+// another thread, then let the pool run what is queued (one worker, FIFO:
+// blz_call's job comes after a task the set queued). The spawner's own
+// count keeps the task waiting; without it the task ran and freed itself,
+// and the spawn goes on to register its second event in freed memory.
+void hold_spawner() {
+    blz_event *first = g_spawn.first.load();
+    std::thread setter([first] { check(blz_event_set(first, BLZ_OK) == BLZ_OK, "the first event's set"); });
+    setter.join();
+    auto nothing = [] {};
+    check(blz_test::on_worker(g_spawn.pool.load(), nothing) == BLZ_OK, "a call behind the set");
+}
+
+// A predecessor's end against its successor's group cancel
+// (scenario_predecessor_end_vs_group_cancel, below).
+struct EndRace {
+    std::atomic<bool> armed{false};   // the next task about to release its successors pauses
+    std::atomic<bool> paused{false};
+    std::atomic<bool> resume{false};
+};
+EndRace g_end;
+
+void hold_predecessor() {
+    g_end.paused.store(true);
+    spin_until([] { return g_end.resume.load(); });
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -327,6 +362,12 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kSharedLastGiveUp:
             if (g_shared_race.armed.exchange(false)) hold_last_give_up();
+            return;
+        case Point::kEdgeRegistered:
+            if (g_spawn.armed.exchange(false)) hold_spawner();
+            return;
+        case Point::kReleasingSuccessors:
+            if (g_end.armed.exchange(false)) hold_predecessor();
             return;
         case Point::kEntered:
             return;
@@ -924,6 +965,111 @@ void scenario_exit_while_shared_task_runs() {
     std::exit(0);
 }
 
+// ---------------------------------------------------------------------------
+// Issue 30: an event set while its successor is being spawned. The spawn
+// registers the task on event 1, pauses, and event 1 is set meanwhile
+// (hold_spawner); then it registers the task on event 2, still unset. The
+// task must run only once both are set, exactly once.
+
+struct AfterBoth {
+    blz_event *second;
+    std::atomic<int> runs{0};
+    std::atomic<bool> early{false};  // it ran before event 2 was set
+};
+void after_both(void *arg) {
+    auto *a = static_cast<AfterBoth *>(arg);
+    if (blz_event_wait_for(a->second, 0) != BLZ_OK) a->early.store(true);
+    a->runs.fetch_add(1);
+}
+
+void scenario_event_set_during_spawn() {
+    blz_pool *pool = make_pool(1);
+    blz_event *events[2] = {nullptr, nullptr};
+    check(blz_event_create(&events[0]) == BLZ_OK && blz_event_create(&events[1]) == BLZ_OK, "blz_event_create");
+    static AfterBoth a;  // static: a task run by the defect may outlive the scenario's frame
+    a.second = events[1];
+    g_spawn.first.store(events[0]);
+    g_spawn.pool.store(pool);
+    g_spawn.armed.store(true);
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.after_events = events;
+    opts.num_after_events = 2;
+    check(blz_spawn_ex(pool, after_both, &a, &opts, nullptr) == BLZ_OK, "blz_spawn_ex");  // detached
+    check(!a.early.load() && a.runs.load() == 0, "a task ran while its spawn still registered its predecessors");
+    check(blz_event_set(events[1], BLZ_OK) == BLZ_OK, "the second event's set");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");  // waits for the task
+    check(a.runs.load() == 1 && !a.early.load(), "the task ran once, after both events");
+    blz_event_destroy(events[0]);
+    blz_event_destroy(events[1]);
+}
+
+// ---------------------------------------------------------------------------
+// Issue 30: a predecessor finishing while its successor's group is
+// cancelled. The predecessor pauses just before it releases its successor;
+// the group is cancelled then, and a poll of the predecessor's handle must
+// find it unfinished (it releases its successors before it hands itself to
+// its joiner). The successor, released after the cancel, ends with
+// BLZ_ECANCELED and its on_done. The defect releases the successors after
+// the hand-off: the poll frees the predecessor, a new spawn reuses its
+// memory, and the release reads that memory (ASan), losing the successor
+// (seen as a group that never empties).
+
+struct Skipped {
+    std::atomic<int> runs{0};
+    std::atomic<int> done_calls{0};
+    std::atomic<int32_t> done_status{99};
+};
+void skipped_fn(void *arg) { static_cast<Skipped *>(arg)->runs.fetch_add(1); }
+void skipped_done(void *arg, blz_status status) {
+    auto *k = static_cast<Skipped *>(arg);
+    k->done_status.store(status);
+    k->done_calls.fetch_add(1);
+}
+
+void scenario_predecessor_end_vs_group_cancel() {
+    blz_pool *pool = make_pool(1);
+    blz_group *group = nullptr;
+    check(blz_group_create(pool, &group) == BLZ_OK, "blz_group_create");
+    blz_test::Gate gate;
+    blz_task *predecessor = nullptr;
+    check(blz_spawn(pool, blz_test::gate_fn, &gate, &predecessor) == BLZ_OK, "blz_spawn");
+    static Skipped k;  // static: see scenario_event_set_during_spawn
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.group = group;
+    opts.on_done = skipped_done;
+    opts.done_arg = &k;
+    opts.after_tasks = &predecessor;
+    opts.num_after_tasks = 1;
+    check(blz_spawn_ex(pool, skipped_fn, &k, &opts, nullptr) == BLZ_OK, "blz_spawn_ex");
+    g_end.armed.store(true);
+    gate.release();
+    spin_until([] { return g_end.paused.load(); });
+    check(blz_group_cancel(group) == BLZ_OK, "blz_group_cancel");
+    const blz_status polled = blz_task_wait_for(predecessor, 0);
+    if (polled == BLZ_OK) {
+        // Freed: a spawn from this thread likely takes its memory.
+        std::atomic<int> reused{0};
+        blz_task *next = nullptr;
+        check(blz_spawn(pool, blz_test::count_into, &reused, &next) == BLZ_OK, "blz_spawn");
+        g_end.resume.store(true);
+        check(blz_join(next) == BLZ_OK, "the reusing task's join");
+    } else {
+        check(polled == BLZ_ETIMEDOUT, "a poll of a predecessor still releasing its successors");
+        g_end.resume.store(true);
+        check(blz_join(predecessor) == BLZ_OK, "the predecessor's join");
+    }
+    check(blz_group_wait_for(group, uint64_t{kHangSeconds} * 1000000000u) == BLZ_ECANCELED,
+          "the cancelled group's wait reports the skipped successor");
+    check(k.runs.load() == 0, "a successor of a cancelled group ran");
+    check(k.done_calls.load() == 1 && k.done_status.load() == BLZ_ECANCELED,
+          "the skipped successor's on_done ran once with BLZ_ECANCELED");
+    check(polled != BLZ_OK, "a predecessor was handed to its joiner before it released its successors");
+    check(blz_group_destroy(group) == BLZ_OK, "blz_group_destroy (the wait took the report)");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -950,6 +1096,8 @@ const char *mutant_name(Mutant m) {
         case Mutant::kEventSetUnreferenced: return "event set holds no reference";
         case Mutant::kSharedUnlinkedLate: return "unlinked after its destroy";
         case Mutant::kSharedDestroyedAtExit: return "destroyed by a static destructor";
+        case Mutant::kSpawnerHoldsNoCount: return "spawn holds no count while it registers";
+        case Mutant::kSuccessorsAfterFinish: return "successors released after the hand-off";
     }
     return "?";
 }
@@ -994,6 +1142,10 @@ const std::vector<Row> &rows() {
         {"shared pool: acquire in last give-up", scenario_shared_acquired_during_last_give_up, Expect::kClean, Mutant::kSharedUnlinkedLate},
         {"shared pool: exit while a task runs", scenario_exit_while_shared_task_runs, Expect::kClean, Mutant::kNone},
         {"shared pool: exit while a task runs", scenario_exit_while_shared_task_runs, Expect::kClean, Mutant::kSharedDestroyedAtExit},
+        {"an event set while its successor is being spawned", scenario_event_set_during_spawn, Expect::kClean, Mutant::kNone},
+        {"an event set while its successor is being spawned", scenario_event_set_during_spawn, Expect::kClean, Mutant::kSpawnerHoldsNoCount},
+        {"a predecessor finishing while a group is cancelled", scenario_predecessor_end_vs_group_cancel, Expect::kClean, Mutant::kNone},
+        {"a predecessor finishing while a group is cancelled", scenario_predecessor_end_vs_group_cancel, Expect::kClean, Mutant::kSuccessorsAfterFinish},
     };
     return all;
 }

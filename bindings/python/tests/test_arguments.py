@@ -202,7 +202,7 @@ class TestModule(unittest.TestCase):
         handles = ("blz_pool", "blz_task", "blz_group", "blz_event")
         structs = {"blz_pool_config": capi.PoolConfig, "blz_stats": capi.Stats,
                    "blz_spawn_options": capi.SpawnOptions, "blz_default_size_info": capi.DefaultSizeInfo}
-        base = c_type.replace("const ", "").strip()
+        base = c_type.replace("const ", "").replace("* *", "**").strip()  # "blz_task *const *" -> "blz_task **"
         plain = {"void": None, "void *": ctypes.c_void_p, "char *": ctypes.c_char_p, "uint32_t": ctypes.c_uint32,
                  "int32_t": ctypes.c_int32, "uint64_t": ctypes.c_uint64, "size_t": ctypes.c_size_t,
                  "blz_status": capi.blz_status, "blz_fn": capi.FN, "blz_range_fn": capi.RANGE_FN,

@@ -357,6 +357,12 @@ impl<'scope> ScopeBase<'scope> {
             group: self.group,
             on_done: Some(done),
             done_arg: job,
+            after_tasks: ptr::null(),
+            num_after_tasks: 0,
+            after_events: ptr::null(),
+            num_after_events: 0,
+            after_groups: ptr::null(),
+            num_after_groups: 0,
         };
         // The group lives until every task of it has ended (the scope
         // waits, and on_done runs before that wait returns).

@@ -63,6 +63,12 @@ where
         group: ptr::null_mut(),
         on_done: None,
         done_arg: ptr::null_mut(),
+        after_tasks: ptr::null(),
+        num_after_tasks: 0,
+        after_events: ptr::null(),
+        num_after_events: 0,
+        after_groups: ptr::null(),
+        num_after_groups: 0,
     };
     let status = sys::blz_spawn_ex(pool, Some(run_boxed::<F>), job as *mut c_void, &opts, ptr::null_mut());
     if status != sys::BLZ_OK {
