@@ -35,6 +35,7 @@ enum class Point {
     kTaskFinishedBeforeLateDone,  // a task with BLZ_SPAWN_DONE_AFTER_FINISH finished; its on_done has yet to run
     kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
     kEventFreed,           // an event's memory is about to be freed (registry: the Event)
+    kSpareRetiring,        // a spare, idle for spare_idle_ms, is about to decide under the spare lock whether it retires
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -62,6 +63,7 @@ enum class Mutant {
     kJoinSkipsStolenFrame,  // a join whose promoted half was stolen returns without waiting for the thief
     kLateDoneReadsTask,     // an on_done after the finish is read from the task, which its joiner may have freed
     kEventSetUnreferenced,  // an event's set holds no reference, so its waiter's destroy may free it under the set
+    kSpareRetiresOnStaleCount, // a spare decides to retire on counts read before the spare lock, not under it
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).
