@@ -146,6 +146,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kThiefTookJob:  // a stolen promoted fork, not run yet, on its owner's stack
         case Point::kTaskFinishedBeforeLateDone:  // a finished task whose joiner may free it now
         case Point::kEventSetBeforeNotify:        // a set event whose waiter may destroy it now
+        case Point::kSpareRetiring:               // a spare about to decide whether it retires
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:

@@ -240,6 +240,23 @@ void hold_event_setter() {
     if (g_event.freed.load()) violation("an event was freed by its waiter's destroy while its set was still inside it");
 }
 
+// A spare retiring while a worker enters a blocking section
+// (scenario_spare_retires_vs_block_begin).
+struct SpareRace {
+    std::atomic<bool> armed{false};        // the next retire attempt of the spare pauses
+    std::atomic<bool> go{false};           // the blocker may enter its section now
+    std::atomic<bool> began{false};        // ... and has: blz_block_begin returned
+    std::atomic<const void *> pool{nullptr};
+};
+SpareRace g_spare;
+
+void hold_retiring_spare() {
+    // The spare counted itself beyond the blocked threads; now a worker
+    // enters a section and counts on this spare as its stand-in.
+    g_spare.go.store(true);
+    spin_until([] { return g_spare.began.load(); });
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -306,6 +323,9 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kEventFreed:
             if (registry == g_event.event.load()) g_event.freed.store(true);
+            return;
+        case Point::kSpareRetiring:
+            if (registry == g_spare.pool.load() && g_spare.armed.exchange(false)) hold_retiring_spare();
             return;
         case Point::kEntered:
             return;
@@ -852,6 +872,70 @@ void scenario_event_set_vs_destroy() {
     check(g_event.destroyed.load() && g_event.freed.load(), "the event is freed once its set and its destroy are done");
 }
 
+// Issue 28 item 3: a spare retiring while work arrives. The spare, idle
+// after the section it stood in for ended, is held between reading the
+// counts (one spare, no blocked thread: it may go) and deciding under the
+// spare lock, while another worker enters a blocking section and, seeing
+// the spare alive, starts none. The real spare re-reads the counts under
+// the lock and stays; the mutant retires on what it read before, and the
+// blocked worker is left without a stand-in ([B3]: spares_now must not
+// fall below blocked_now while blocked_now <= max_spares).
+void scenario_spare_retires_vs_block_begin() {
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 2;
+    config.max_spares = 1;
+    config.spare_idle_ms = 50;
+    blz_pool *pool = nullptr;
+    check(blz_pool_create(&config, &pool) == BLZ_OK, "blz_pool_create failed");
+    g_spare.pool.store(pool);
+    std::atomic<bool> b_running{false}, a_began{false}, a_done{false}, d_started{false}, release_b{false};
+    // B holds one worker until the spare is paused, then blocks in a section.
+    auto b = [&] {
+        b_running.store(true);
+        spin_until([] { return g_spare.go.load(); });
+        (void)blz_block_begin();
+        g_spare.began.store(true);
+        spin_until([&] { return release_b.load(); });
+        (void)blz_block_end();
+    };
+    // A blocks in a section on the other worker, so that the spare starts;
+    // it ends its section only once the spare runs D, so the spare's first
+    // retire attempt after it comes after A's end (no attempt straddles it).
+    auto a = [&] {
+        (void)blz_block_begin();
+        a_began.store(true);
+        spin_until([&] { return d_started.load(); });
+        (void)blz_block_end();
+        g_spare.armed.store(true);
+        a_done.store(true);
+    };
+    auto d = [&] {
+        d_started.store(true);
+        spin_until([&] { return a_done.load(); });
+    };
+    check(blz_spawn(pool, blz_test::thunk_of(b), &b, nullptr) == BLZ_OK, "spawn B");
+    spin_until([&] { return b_running.load(); });
+    check(blz_spawn(pool, blz_test::thunk_of(a), &a, nullptr) == BLZ_OK, "spawn A");
+    spin_until([&] { return a_began.load(); });
+    check(blz_spawn(pool, blz_test::thunk_of(d), &d, nullptr) == BLZ_OK, "spawn D");  // only the spare is free
+    spin_until([&] { return g_spare.began.load(); });
+    // The spare has decided once the pause is over; look for a while.
+    const auto until = Clock::now() + std::chrono::milliseconds(300);
+    while (Clock::now() < until) {
+        blz_stats stats;
+        stats.struct_size = sizeof(stats);
+        check(blz_pool_stats(pool, &stats) == BLZ_OK, "blz_pool_stats failed");
+        if (stats.spares_now < stats.blocked_now) {
+            release_b.store(true);
+            violation("a spare retired while a worker it stood in for was blocked (no stand-in left)");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    release_b.store(true);
+    check(blz_pool_destroy(pool) == BLZ_OK, "blz_pool_destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -876,6 +960,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen promoted half";
         case Mutant::kLateDoneReadsTask: return "late on_done read from the task";
         case Mutant::kEventSetUnreferenced: return "event set holds no reference";
+        case Mutant::kSpareRetiresOnStaleCount: return "spare retires on counts read before the lock";
     }
     return "?";
 }
@@ -916,6 +1001,9 @@ const std::vector<Row> &rows() {
         {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kLateDoneReadsTask},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kNone},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kEventSetUnreferenced},
+        {"a spare retiring while work arrives", scenario_spare_retires_vs_block_begin, Expect::kClean, Mutant::kNone},
+        {"a spare retiring while work arrives", scenario_spare_retires_vs_block_begin, Expect::kClean,
+         Mutant::kSpareRetiresOnStaleCount},
     };
     return all;
 }
