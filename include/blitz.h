@@ -348,10 +348,11 @@ typedef struct blz_stats {
      * (0.3) Spare threads alive now (blz_block_begin): running, idle or
      * held back by the cap. Spares are not in num_threads, sleeping_now,
      * inactive_now or the three times; the jobs they run, their steals and
-     * their sleeps are in the counters above. 0 in a worker's snapshot.
+     * their sleeps are in the counters above. This field and the five
+     * after it are 0 in a worker's snapshot (blz_worker_stats).
      */
     uint32_t spares_now;
-    /** (0.3) Threads of the pool inside a blocking section now (workers and spares). 0 in a worker's snapshot. */
+    /** (0.3) Threads of the pool inside a blocking section now that gave their slot back (workers and spares). */
     uint32_t blocked_now;
     /** (0.3) The pool's bound on spares (blz_pool_config::max_spares, resolved). */
     uint32_t max_spares;
