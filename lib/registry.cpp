@@ -217,17 +217,20 @@ blz_status Registry::create(const blz_pool_config &config, Registry **out) {
 }
 
 bool Registry::allocate_workers() {
-    // The spares' slots too; their deques are made when a spare first starts.
+    // The spares' slots too, made now (a deque and a fork stack, about a
+    // kilobyte each): a thief that reads a slot index finds a whole worker
+    // whatever the slot's thread does, and a spare's start cannot fail
+    // for memory.
     const uint32_t slots = num_threads_ + max_spares_;
     void *raw = ::operator new(sizeof(Worker) * slots, std::align_val_t{alignof(Worker)}, std::nothrow);
     if (raw == nullptr) return false;
     workers_ = static_cast<Worker *>(raw);
     for (uint32_t i = 0; i < slots; ++i) new (&workers_[i]) Worker(*this, i);
     uint32_t ready = 0;
-    while (ready < num_threads_ && workers_[ready].init()) ++ready;
+    while (ready < slots && workers_[ready].init()) ++ready;
     // relaxed: published to the workers by their thread starts.
     slots_in_use_.store(num_threads_, std::memory_order_relaxed);
-    if (ready == num_threads_) return true;
+    if (ready == slots) return true;
     for (uint32_t i = 0; i < slots; ++i) workers_[i].~Worker();
     ::operator delete(workers_, std::align_val_t{alignof(Worker)});
     workers_ = nullptr;
@@ -460,8 +463,6 @@ Registry::SpareClaim Registry::claim_spare_slot() {
         SpareClaim claim;
         claim.index = num_threads_ + k;
         claim.join_first = state == SpareSlot::kExited && spawn_thread_ == nullptr;
-        claim.first_use = claim.index >= slots_in_use_.load(std::memory_order_relaxed) &&
-                          state == SpareSlot::kEmpty && !workers_[claim.index].initialized();
         spare_slots_[k] = SpareSlot::kLive;
         const uint32_t live = live_spares_.load(std::memory_order_relaxed) + 1;  // relaxed: under the lock
         live_spares_.store(live, std::memory_order_relaxed);
@@ -479,19 +480,16 @@ void Registry::start_spare(SpareClaim claim) {
         pthread_join(spare.thread(), nullptr);
         pthread_setcancelstate(cancel_state, nullptr);
     }
-    bool ok = claim.first_use ? spare.init() : true;
-    if (ok) {
-        spare.prepare_spare_run();
-        // release: a thief or sleeper that sees the larger count (acquire,
-        // slots_in_use) sees the deque made above. A max, not a store:
-        // another block_begin may have published a higher slot meanwhile.
-        uint32_t seen = slots_in_use_.load(std::memory_order_relaxed);
-        while (seen <= claim.index &&
-               !slots_in_use_.compare_exchange_weak(seen, claim.index + 1, std::memory_order_release,
-                                                    std::memory_order_relaxed)) {
-        }
-        ok = start_spare_thread(claim.index);
+    spare.prepare_spare_run();
+    // Scans (steals, the sleepers' final check, unparking) reach the slot
+    // from here. release: pairs with slots_in_use()'s acquire, so a scan
+    // that sees the slot sees the reset above. A max, not a store: another
+    // block_begin may have published a higher slot meanwhile.
+    uint32_t seen = slots_in_use_.load(std::memory_order_relaxed);
+    while (seen <= claim.index && !slots_in_use_.compare_exchange_weak(seen, claim.index + 1, std::memory_order_release,
+                                                                       std::memory_order_relaxed)) {
     }
+    const bool ok = start_spare_thread(claim.index);
     std::lock_guard<std::mutex> lock(spare_mutex_);
     if (!ok) {
         // No stand-in this time: the slot is free again (a block_begin retries).

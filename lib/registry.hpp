@@ -124,8 +124,8 @@ public:
     bool is_spare_index(uint32_t index) const { return index >= num_threads_; }
     // The slots that ever had a thread (workers first, then spares up to
     // the highest one started): steals, the sleepers' final check and the
-    // unparking look at these. acquire: pairs with the release that
-    // published a spare slot after its deque was made (start_spare).
+    // unparking look at these (every slot's deque exists from creation).
+    // acquire: pairs with the release that published a spare slot (start_spare).
     uint32_t slots_in_use() const { return slots_in_use_.load(std::memory_order_acquire); }
     // [B1] The calling worker (running a job) enters a blocking section:
     // false when it holds no slot of the cap (nothing to stand in for).
@@ -186,7 +186,6 @@ private:
     struct SpareClaim {
         uint32_t index = UINT32_MAX;
         bool join_first = false;  // the slot's last thread ended and was not joined
-        bool first_use = false;   // the slot's deque was never made
     };
     SpareClaim claim_spare_slot();
     void start_spare(SpareClaim claim);

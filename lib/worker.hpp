@@ -61,12 +61,7 @@ struct Found {
 class alignas(kCacheLine) Worker {
 public:
     Worker(Registry &registry, uint32_t index);
-    bool init() {
-        initialized_ = deque_.init() && forks_.init(reinterpret_cast<const blz_pool *>(registry_));
-        return initialized_;
-    }
-    // Whether init() succeeded: a spare slot's deque is made when it first starts.
-    bool initialized() const { return initialized_; }
+    bool init() { return deque_.init() && forks_.init(reinterpret_cast<const blz_pool *>(registry_)); }
 
     static Worker *current() { return t_current_worker; }
     Registry &registry() const { return *registry_; }
@@ -307,7 +302,6 @@ private:
     // spare's retirement, which ends its loop (spare_loop).
     bool holds_slot_ = false;
     bool leaving_ = false;
-    bool initialized_ = false;  // before the thread starts, then read-only
 };
 
 inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }
