@@ -799,6 +799,7 @@ void print_summary(double seconds) {
                             {t.group_waits.load(), "group waits"},
                             {t.broadcasts.load(), "broadcasts"},
                             {t.caps.load(), "caps set"},
+                            {t.blocks.load(), "blocking sections"},
                             {t.edeadlk.load(), "BLZ_EDEADLK probes"}});
     print_figures("checks", {{t.stats.load(), "statistics snapshots"},
                              {t.exact_checks.load(), "exact tasks_failed"},
