@@ -402,7 +402,8 @@ BLZ_API void blz_pool_config_init(blz_pool_config *config);
  *         config->num_threads is above BLZ_MAX_THREADS, stack_size is
  *         rejected by the platform, or the CPU list (config->cpu_list, else
  *         BLZ_CPU_LIST) is malformed, names a CPU outside the caller's
- *         affinity mask or has more than BLZ_MAX_THREADS entries (0.2);
+ *         affinity mask or has more than BLZ_MAX_THREADS entries (0.2),
+ *         or the workers plus max_spares exceed BLZ_MAX_THREADS (0.3);
  *         BLZ_ENOMEM if memory ran out;
  *         BLZ_ETHREAD if the OS refused a worker thread, or spawn_thread
  *         returned non-zero or threw (0.2). On every failure
