@@ -35,7 +35,7 @@ enum class Point {
     kTaskFinishedBeforeLateDone,  // a task with BLZ_SPAWN_DONE_AFTER_FINISH finished; its on_done has yet to run
     kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
     kEventFreed,           // an event's memory is about to be freed (registry: the Event)
-    kSpareRetiring,        // a spare, idle for spare_idle_ms, is about to decide under the spare lock whether it retires
+    kSpareRetiring,        // an idle spare is about to decide, under the spare lock, whether it retires
 };
 
 using Hook = void (*)(Point point, const void *registry);

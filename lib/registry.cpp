@@ -492,7 +492,8 @@ void Registry::start_spare(SpareClaim claim) {
     const bool ok = start_spare_thread(claim.index);
     std::lock_guard<std::mutex> lock(spare_mutex_);
     if (!ok) {
-        // No stand-in this time: the slot is free again (a block_begin retries).
+        // No stand-in this time: the slot is free again (a block_begin
+        // retries). relaxed: under the lock, as every change of the counts.
         spare_slots_[claim.index - num_threads_] = SpareSlot::kEmpty;
         live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
         return;
@@ -525,7 +526,9 @@ bool Registry::start_spare_thread(uint32_t index) {
 bool Registry::retire_spare(Worker &spare, bool engaged) {
     // The mutant decides on counts read before the lock: a block_begin in
     // between counts on this spare as its stand-in, and loses it.
-    const bool stale_choice = live_spares_.load(std::memory_order_relaxed) > blocked_now_.load(std::memory_order_relaxed);
+    // relaxed: the mutant's read outside the lock, the race it stands for.
+    const bool stale_choice =
+        live_spares_.load(std::memory_order_relaxed) > blocked_now_.load(std::memory_order_relaxed);
     BLZ_FAULT_POINT(kSpareRetiring, this);
     {
         std::lock_guard<std::mutex> lock(spare_mutex_);
@@ -558,7 +561,10 @@ void Registry::spare_exited(Worker &spare) {
     std::lock_guard<std::mutex> lock(spare_mutex_);
     SpareSlot &slot = spare_slots_[spare.index() - num_threads_];
     // A spare ended by destroy was never kRetiring: it goes from kLive.
-    if (slot == SpareSlot::kLive) live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    if (slot == SpareSlot::kLive) {
+        // relaxed: under the lock (see block_begin).
+        live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    }
     // An embedder's run() needs no join: its slot is free at once.
     slot = spawn_thread_ != nullptr ? SpareSlot::kEmpty : SpareSlot::kExited;
 }
