@@ -36,6 +36,7 @@ enum class Point {
     kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
     kEventFreed,           // an event's memory is about to be freed (registry: the Event)
     kSpareRetiring,        // an idle spare is about to decide, under the spare lock, whether it retires
+    kSpareExiting,         // a retired spare ran its stop hook and is about to free its slot (or take it again)
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -64,6 +65,7 @@ enum class Mutant {
     kLateDoneReadsTask,     // an on_done after the finish is read from the task, which its joiner may have freed
     kEventSetUnreferenced,  // an event's set holds no reference, so its waiter's destroy may free it under the set
     kSpareRetiresOnStaleCount, // a spare decides to retire on counts read before the spare lock, not under it
+    kSpareExitIgnoresBlocked,  // a retired spare frees its slot although a blocked thread found no stand-in meanwhile
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

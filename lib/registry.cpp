@@ -336,20 +336,25 @@ void Registry::run_worker(Worker &worker) {
     const ThreadRole before = ThreadRole::current();  // null on libblitz's own threads
     ThreadRole::become(worker);
     if (spawn_thread_ == nullptr) name_thread(worker.index());  // the embedder names the threads it starts
-    // The hooks run as this worker (fork-join from a hook works), but not
-    // inside accepted work: what they spawn is refused once destroy drained.
-    if (on_thread_start_ != nullptr) run_user_hook(on_thread_start_, worker.index());
     const bool spare = is_spare_index(worker.index());
-    if (spare) {
-        worker.spare_loop();
-    } else {
-        worker.main_loop();
+    for (;;) {
+        // The hooks run as this worker (fork-join from a hook works), but not
+        // inside accepted work: what they spawn is refused once destroy drained.
+        if (on_thread_start_ != nullptr) run_user_hook(on_thread_start_, worker.index());
+        if (spare) {
+            worker.spare_loop();
+        } else {
+            worker.main_loop();
+        }
+        if (on_thread_stop_ != nullptr) run_user_hook(on_thread_stop_, worker.index());
+        // [B4] A retired spare whose slot is needed again runs as a new
+        // spare on this thread; else the slot may get a new thread from
+        // here on, and this one reads nothing of it any more (restore()
+        // touches this thread's own state only).
+        if (!spare || !spare_exited(worker)) break;
+        ThreadRole::become(worker);  // a fresh spare: outside every task, no failure pending
     }
-    if (on_thread_stop_ != nullptr) run_user_hook(on_thread_stop_, worker.index());
     before.restore();
-    // [B4] The slot may get a new thread from here on: this one reads
-    // nothing of it after this call.
-    if (spare) spare_exited(worker);
 }
 
 void Registry::run_user_hook(blz_thread_fn hook, uint32_t index) {
@@ -557,16 +562,33 @@ bool Registry::retire_spare(Worker &spare, bool engaged) {
     return true;
 }
 
-void Registry::spare_exited(Worker &spare) {
+bool Registry::spare_exited(Worker &spare) {
+    BLZ_FAULT_POINT(kSpareExiting, this);
     std::lock_guard<std::mutex> lock(spare_mutex_);
     SpareSlot &slot = spare_slots_[spare.index() - num_threads_];
-    // A spare ended by destroy was never kRetiring: it goes from kLive.
+    // relaxed, here and below: under the lock (see block_begin).
+    const uint32_t live = live_spares_.load(std::memory_order_relaxed);
     if (slot == SpareSlot::kLive) {
-        // relaxed: under the lock (see block_begin).
-        live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        // A spare ended by destroy was never kRetiring: it goes from kLive.
+        live_spares_.store(live - 1, std::memory_order_relaxed);
+    } else if (!spares_closed_ && live < blocked_now_.load(std::memory_order_relaxed) && live < max_spares_ &&
+               !BLZ_FAULT_MUTANT(kSpareExitIgnoresBlocked)) {
+        // [B4] A block_begin since this spare retired found its slot still
+        // kRetiring and started no stand-in (the bound was reached): this
+        // thread is that stand-in. Under the lock, which block_begin holds
+        // to count itself: either it saw the slot free, or we see it here.
+        slot = SpareSlot::kLive;
+        live_spares_.store(live + 1, std::memory_order_relaxed);
+        spares_started_.store(spares_started_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        if (live + 1 > spares_peak_.load(std::memory_order_relaxed)) {
+            spares_peak_.store(live + 1, std::memory_order_relaxed);
+        }
+        spare.prepare_spare_run();
+        return true;
     }
     // An embedder's run() needs no join: its slot is free at once.
     slot = spawn_thread_ != nullptr ? SpareSlot::kEmpty : SpareSlot::kExited;
+    return false;
 }
 
 void Registry::stop_spares() {
@@ -690,7 +712,11 @@ void Registry::fill_stats(blz_stats &stats) const {
 }
 
 void Registry::fill_spare_stats(blz_stats &stats) const {
-    // relaxed: snapshots of counts kept under spare_mutex_.
+    // Under the lock: the counts change together (a retirement lowers
+    // spares_now and raises spares_retired), and a snapshot shows both or
+    // neither. Nobody calls out of the library while holding it.
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    // relaxed: under the lock.
     stats.spares_now = live_spares_.load(std::memory_order_relaxed);
     stats.blocked_now = blocked_now_.load(std::memory_order_relaxed);
     stats.max_spares = max_spares_;

@@ -135,8 +135,10 @@ public:
     // [B3] A spare idle for spare_idle_ms: true when it retired (its loop
     // ends). `engaged`: it holds a slot, which it gives back.
     bool retire_spare(Worker &spare, bool engaged);
-    // A spare's thread, once it touches nothing of its slot any more.
-    void spare_exited(Worker &spare);
+    // [B4] A spare's thread after its stop hook: true when the slot is
+    // needed again and the thread goes on as a new spare; else the slot is
+    // free (or to join) and the thread touches nothing of it any more.
+    bool spare_exited(Worker &spare);
     // Every parked thread checks the cap again (Worker::unpark has the fence).
     void unpark_all();
     // blz_pool_config's max_spares, resolved for a pool of num_threads
@@ -223,8 +225,9 @@ private:
     std::atomic<Latch *> adopted_returned_{nullptr};
 
     // Spares (docs/protocol.md, "Blocking sections"). The counts and slot
-    // states change only under spare_mutex_; the counts are atomics so
-    // that statistics read them without it (relaxed: snapshots).
+    // states change only under spare_mutex_, and statistics read them under
+    // it; the counts are atomics for the one read outside it (the mutant
+    // kSpareRetiresOnStaleCount's, in retire_spare).
     enum class SpareSlot : uint8_t {
         kEmpty,     // no thread (never started, or its start failed)
         kLive,      // a thread runs the slot: counted in live_spares_
@@ -234,7 +237,7 @@ private:
     uint32_t max_spares_ = 0;
     uint32_t spare_idle_ms_ = 0;
     size_t stack_size_ = 0;
-    std::mutex spare_mutex_;
+    mutable std::mutex spare_mutex_;  // mutable: statistics (const) read the counts under it
     SpareSlot *spare_slots_ = nullptr;  // max_spares_ entries, under spare_mutex_
     bool spares_closed_ = false;        // destroy began to stop them: no new spare (under spare_mutex_)
     std::atomic<uint32_t> live_spares_{0};

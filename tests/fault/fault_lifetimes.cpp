@@ -147,6 +147,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kTaskFinishedBeforeLateDone:  // a finished task whose joiner may free it now
         case Point::kEventSetBeforeNotify:        // a set event whose waiter may destroy it now
         case Point::kSpareRetiring:               // a spare about to decide whether it retires
+        case Point::kSpareExiting:                // a retired spare about to free its slot
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:

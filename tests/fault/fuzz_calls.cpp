@@ -202,6 +202,7 @@ void hook(Point point, const void *registry) {
         case Point::kLatchSetBeforeUnpin:
         case Point::kDestroyWaitsForWork:
         case Point::kSpareRetiring:  // a spare deciding whether to retire, while sections begin and end
+        case Point::kSpareExiting:   // a retired spare freeing its slot, while sections begin
             if (one_in(64)) sleep_us(50);
             return;
         case Point::kEventSetBeforeNotify:  // the fuzzer makes no events (tests/api_event.cpp does)

@@ -257,6 +257,10 @@ void hold_retiring_spare() {
     spin_until([] { return g_spare.began.load(); });
 }
 
+// A retired spare freeing its slot while a worker enters a blocking
+// section (scenario_spare_exit_vs_block_begin).
+SpareRace g_spare_exit;
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -326,6 +330,14 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kSpareRetiring:
             if (registry == g_spare.pool.load() && g_spare.armed.exchange(false)) hold_retiring_spare();
+            return;
+        case Point::kSpareExiting:
+            if (registry == g_spare_exit.pool.load() && g_spare_exit.armed.exchange(false)) {
+                // Retired and out of the count, its slot still taken: a
+                // worker enters a section now and finds no slot to start a spare on.
+                g_spare_exit.go.store(true);
+                spin_until([] { return g_spare_exit.began.load(); });
+            }
             return;
         case Point::kEntered:
             return;
@@ -879,13 +891,20 @@ void scenario_event_set_vs_destroy() {
 // the spare alive, starts none. The real spare re-reads the counts under
 // the lock and stays; the mutant retires on what it read before, and the
 // blocked worker is left without a stand-in ([B3]: spares_now must not
-// fall below blocked_now while blocked_now <= max_spares).
+// fall below blocked_now while blocked_now <= max_spares) until the spare,
+// after its stop hook, sees it and comes back ([B4]).
 void scenario_spare_retires_vs_block_begin() {
     blz_pool_config config;
     blz_pool_config_init(&config);
     config.num_threads = 2;
     config.max_spares = 1;
     config.spare_idle_ms = 50;
+    // A spare that retires wrongly comes back once its stop hook returned
+    // ([B4]); a slow hook keeps the blocked worker without a stand-in
+    // meanwhile, long enough to be seen.
+    config.on_thread_stop = [](void *, uint32_t index) {
+        if (index >= 2) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    };
     blz_pool *pool = nullptr;
     check(blz_pool_create(&config, &pool) == BLZ_OK, "blz_pool_create failed");
     g_spare.pool.store(pool);
@@ -936,6 +955,58 @@ void scenario_spare_retires_vs_block_begin() {
     check(blz_pool_destroy(pool) == BLZ_OK, "blz_pool_destroy");
 }
 
+// Issue 28 item 3: a retired spare, after its stop hook and before it
+// frees its slot, is held while a worker enters a blocking section; the
+// section counts itself, sees no live spare and no free slot (the bound,
+// one spare, is reached by the retiring one) and starts none. The real
+// spare sees the blocked thread under the spare lock and goes on as its
+// stand-in ([B4]); the mutant frees the slot and leaves it without one.
+void scenario_spare_exit_vs_block_begin() {
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 1;
+    config.max_spares = 1;
+    config.spare_idle_ms = 20;
+    blz_pool *pool = nullptr;
+    check(blz_pool_create(&config, &pool) == BLZ_OK, "blz_pool_create failed");
+    g_spare_exit.pool.store(pool);
+    std::atomic<bool> a_began{false}, release_a{false}, release_b{false};
+    auto a = [&] {  // blocks once, so that a spare starts, then lets it retire
+        (void)blz_block_begin();
+        a_began.store(true);
+        spin_until([&] { return release_a.load(); });
+        (void)blz_block_end();
+    };
+    auto b = [&] {  // enters its section while the retired spare is held
+        (void)blz_block_begin();
+        g_spare_exit.began.store(true);
+        spin_until([&] { return release_b.load(); });
+        (void)blz_block_end();
+    };
+    check(blz_spawn(pool, blz_test::thunk_of(a), &a, nullptr) == BLZ_OK, "spawn A");
+    spin_until([&] { return a_began.load(); });
+    g_spare_exit.armed.store(true);
+    release_a.store(true);
+    spin_until([] { return g_spare_exit.go.load(); });
+    check(blz_spawn(pool, blz_test::thunk_of(b), &b, nullptr) == BLZ_OK, "spawn B");
+    spin_until([] { return g_spare_exit.began.load(); });
+    // The held spare decides once the hook returns: until then it is out of
+    // the count. The real one comes back as B's stand-in; the mutant never.
+    bool covered = false;
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (!covered && Clock::now() < until) {
+        blz_stats stats;
+        stats.struct_size = sizeof(stats);
+        check(blz_pool_stats(pool, &stats) == BLZ_OK, "blz_pool_stats failed");
+        covered = stats.spares_now >= stats.blocked_now;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    // No freed memory follows, so no sanitizer would report it: fail here in every build.
+    if (!covered) fail(kViolation, "a retired spare freed its slot while a blocked worker had found no stand-in");
+    release_b.store(true);
+    check(blz_pool_destroy(pool) == BLZ_OK, "blz_pool_destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -961,6 +1032,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kLateDoneReadsTask: return "late on_done read from the task";
         case Mutant::kEventSetUnreferenced: return "event set holds no reference";
         case Mutant::kSpareRetiresOnStaleCount: return "spare retires on counts read before the lock";
+        case Mutant::kSpareExitIgnoresBlocked: return "retired spare frees a slot still needed";
     }
     return "?";
 }
@@ -1004,6 +1076,9 @@ const std::vector<Row> &rows() {
         {"a spare retiring while work arrives", scenario_spare_retires_vs_block_begin, Expect::kClean, Mutant::kNone},
         {"a spare retiring while work arrives", scenario_spare_retires_vs_block_begin, Expect::kClean,
          Mutant::kSpareRetiresOnStaleCount},
+        {"a retired spare's slot vs a new section", scenario_spare_exit_vs_block_begin, Expect::kClean, Mutant::kNone},
+        {"a retired spare's slot vs a new section", scenario_spare_exit_vs_block_begin, Expect::kClean,
+         Mutant::kSpareExitIgnoresBlocked},
     };
     return all;
 }
