@@ -283,7 +283,29 @@ typedef struct blz_pool_config {
     blz_spawn_thread_fn spawn_thread;
     /** Passed to spawn_thread. */
     void *spawn_user;
+    /**
+     * (0.3) The spare threads the pool may add while workers sit in
+     * blocking sections (blz_block_begin): at most this many at once. 0:
+     * the default, one per worker (num_threads), which keeps the pool at
+     * its size even when every worker blocks at once; BLZ_NO_SPARES: none
+     * (blocking sections then only take the worker off the cap). Workers
+     * plus spares may not exceed BLZ_MAX_THREADS. Spares start through
+     * the same path as workers: spawn_thread when set (worker_index is the
+     * spare's index, num_threads and up), the hooks and thread_name
+     * ("blz-s<index>"), stack_size and the CPU list (entry index mod length).
+     */
+    uint32_t max_spares;
+    /**
+     * (0.3) Milliseconds a spare thread stays without a job before it
+     * retires (its thread ends, or its spawn_thread run() returns); 0: the
+     * default, 1000. A spare never retires while the workers in blocking
+     * sections outnumber the other spares.
+     */
+    uint32_t spare_idle_ms;
 } blz_pool_config;
+
+/** blz_pool_config::max_spares: no spare threads at all (0.3). */
+#define BLZ_NO_SPARES 0xFFFFFFFFu
 
 /**
  * A snapshot of a pool's counters, filled by blz_pool_stats, or of one
@@ -346,6 +368,24 @@ typedef struct blz_stats {
     uint64_t search_ns;
     /** (0.2) Nanoseconds the workers spent blocked. */
     uint64_t sleep_ns;
+    /**
+     * (0.3) Spare threads alive now (blz_block_begin): running, idle or
+     * held back by the cap. Spares are not in num_threads, sleeping_now,
+     * inactive_now or the three times; the jobs they run, their steals and
+     * their sleeps are in the counters above. This field and the five
+     * after it are 0 in a worker's snapshot (blz_worker_stats).
+     */
+    uint32_t spares_now;
+    /** (0.3) Threads of the pool inside a blocking section now that gave their slot back (workers and spares). */
+    uint32_t blocked_now;
+    /** (0.3) The pool's bound on spares (blz_pool_config::max_spares, resolved). */
+    uint32_t max_spares;
+    /** (0.3) The most spares ever alive at once. */
+    uint32_t spares_peak;
+    /** (0.3) Spare threads started so far. */
+    uint64_t spares_started;
+    /** (0.3) Spare threads retired so far (idle for spare_idle_ms). Those ended by blz_pool_destroy are not counted. */
+    uint64_t spares_retired;
 } blz_stats;
 
 /**
@@ -386,7 +426,8 @@ BLZ_API void blz_pool_config_init(blz_pool_config *config);
  *         config->num_threads is above BLZ_MAX_THREADS, stack_size is
  *         rejected by the platform, or the CPU list (config->cpu_list, else
  *         BLZ_CPU_LIST) is malformed, names a CPU outside the caller's
- *         affinity mask or has more than BLZ_MAX_THREADS entries (0.2);
+ *         affinity mask or has more than BLZ_MAX_THREADS entries (0.2),
+ *         or the workers plus max_spares exceed BLZ_MAX_THREADS (0.3);
  *         BLZ_ENOMEM if memory ran out;
  *         BLZ_ETHREAD if the OS refused a worker thread, or spawn_thread
  *         returned non-zero or threw (0.2). On every failure
@@ -590,7 +631,9 @@ BLZ_API blz_status blz_pool_shared(const blz_pool_config *config, blz_pool **out
  *
  * @param pool the pool, or NULL.
  * @return the calling thread's index in pool (0 .. num_threads - 1), or -1
- *         unless the caller is one of pool's workers (also for NULL).
+ *         unless the caller is one of pool's workers (also for NULL). On
+ *         one of pool's spare threads (blz_block_begin, 0.3): its index,
+ *         num_threads .. num_threads + max_spares - 1.
  */
 BLZ_API int32_t blz_worker_index(const blz_pool *pool);
 
@@ -934,6 +977,75 @@ BLZ_API blz_status blz_call(blz_pool *pool, blz_fn fn, void *arg);
  *         BLZ_EFORK in a forked child.
  */
 BLZ_API blz_status blz_isolate(blz_pool *pool, blz_fn fn, void *arg);
+
+/**
+ * Tells the pool that the calling task is about to block outside the pool
+ * (I/O, a lock, a wait for an external event), until blz_block_end. (0.3)
+ *
+ * On a worker of a pool (or one of its spare threads) that is running a
+ * job, the thread stops counting against the pool's size and its cap
+ * (blz_pool_set_max_active) for the section, and the pool keeps as many
+ * threads runnable as before: it unparks a thread the cap held back, or
+ * wakes or starts a spare thread, up to blz_pool_config::max_spares
+ * spares alive at once. A spare runs the pool's jobs like a worker (it
+ * steals, sleeps and is woken the same way) and retires when it had no
+ * job for spare_idle_ms, unless blocked threads still outnumber the other
+ * spares. blz_stats counts them (spares_now, blocked_now, spares_started,
+ * spares_retired, spares_peak). When the bound is reached, or the OS
+ * refuses the thread, the section runs without a stand-in, as a blocking
+ * task did before 0.3.
+ *
+ * Sections nest: only the outermost pair counts. Keep a section to the
+ * blocking call: a fork-join or a wait inside it still works, but the jobs
+ * the thread runs there run beside its stand-in, above the pool's size.
+ * Anywhere else (a thread outside every pool, a worker's on_thread_start
+ * hook, a blz_broadcast call on a worker held back by the cap) the pair
+ * only counts the nesting and changes nothing. In a spare,
+ * blz_worker_index returns its index, num_threads and up (below
+ * num_threads + max_spares): size per-thread arrays by both, or use
+ * blz_pool_num_threads only for the pool's size. A blz_broadcast reaches
+ * the workers, not the spares.
+ *
+ * Any thread. Never blocks (a spare's thread start, when one is needed, is
+ * made here).
+ *
+ * @return BLZ_OK.
+ */
+BLZ_API blz_status blz_block_begin(void);
+
+/**
+ * Ends the blocking section the calling thread's last blz_block_begin
+ * opened. (0.3)
+ *
+ * The outermost end takes the thread back into the pool at once, never
+ * waiting for the cap: waiting could deadlock when every running thread
+ * waits for the job this thread is in. If the pool is then above its size
+ * or cap, the next thread to finish a job sits out (a spare first
+ * retires or parks, any thread may), so no thread takes a new job while
+ * the pool is above its cap: the returning thread finishes its own job
+ * beside them.
+ *
+ * Any thread; the same thread that called blz_block_begin.
+ *
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if the calling thread has no open section.
+ */
+BLZ_API blz_status blz_block_end(void);
+
+/**
+ * Runs fn(arg) as a blocking section: blz_block_begin, fn(arg),
+ * blz_block_end, on the calling thread. (0.3)
+ *
+ * Any thread.
+ *
+ * @param fn  the blocking function.
+ * @param arg passed to fn.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if fn is NULL;
+ *         BLZ_ETASK if fn ended by a C++ exception (caught here; the
+ *         section is closed either way).
+ */
+BLZ_API blz_status blz_blocking(blz_fn fn, void *arg);
 
 /**
  * Calls body(arg, lo, hi) on disjoint sub-ranges that cover [begin, end)

@@ -953,6 +953,31 @@ inline constexpr group_flags cancel_on_failure = group_flags::cancel_on_failure;
 inline bool cancelled() noexcept { return blz_cancelled() != 0; }
 
 /**
+ * Runs f() on the calling thread as a blocking section (blz_block_begin,
+ * blz_block_end; 0.3): for a task about to block outside the pool (I/O, a
+ * lock, an external event). On a pool's worker, the pool stands a spare
+ * thread (or a worker the cap held back) in while f runs, so the other
+ * work keeps as many threads as the pool has; elsewhere nothing changes.
+ * Keep only the blocking call inside. Sections nest.
+ *
+ *     auto text = blz::blocking([&] { return read_file(path); });
+ *
+ * @param f a callable taking no arguments.
+ * @return f's value, as it returns it.
+ * @throws f's exception, after the section was closed.
+ */
+template <class F>
+decltype(auto) blocking(F &&f) {
+    struct section {
+        section() noexcept { (void)blz_block_begin(); }  // never fails
+        ~section() { (void)blz_block_end(); }           // closes the section opened above
+        section(const section &) = delete;
+        section &operator=(const section &) = delete;
+    } open;
+    return static_cast<F &&>(f)();
+}
+
+/**
  * Tasks waited for together: pool::group() makes one.
  *
  * spawn(), wait(), wait_for(), cancel() and cancelled() may be called from

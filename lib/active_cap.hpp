@@ -24,6 +24,18 @@
 //        the accepted work: a later set() changes nothing, so the queues
 //        drain on every worker, and work that waits outside the runtime
 //        for other queued work cannot keep destroy from returning.
+//   [C5] Blocking sections (blz_block_begin, docs/protocol.md "Blocking
+//        sections"): a worker entering one leaves the engaged ones
+//        whatever the cap (leave), since it takes no job while it blocks,
+//        and its slot goes to a parked or spare thread; a spare retiring
+//        leaves the same way. A worker coming back rejoins whatever the
+//        cap (rejoin) and finishes the job it is in: waiting for a slot
+//        could wait for ever, when every engaged thread waits inside its
+//        job for the job the returning worker is in. engaged may then be
+//        above the cap, and over() makes the next engaged thread to reach
+//        its job boundary sit out: no thread takes a new job while
+//        engaged > cap, so the threads that take jobs stay within the cap,
+//        beyond it only returning workers finishing their own job.
 //
 // The sleep protocol (sleep.hpp) never sees parked workers: they are not
 // in its `sleeping` or `inactive` counts and its wake-ups never reach
@@ -67,6 +79,17 @@ public:
     bool try_disengage() { return step(-1); }
     // [C2] True when this worker, entering its loop or parked, may run jobs.
     bool try_engage() { return step(+1); }
+
+    // [C5] Into a blocking section, or a spare retiring: one slot less,
+    // whatever the cap. seq_cst: the store-buffering pair with a parked
+    // thread's check (park_until_engaged), as for set(); the caller
+    // unparks the parked threads after it.
+    void leave() { engaged_.fetch_sub(1, std::memory_order_seq_cst); }
+    // [C5] Back from a blocking section: one slot more, whatever the cap.
+    // seq_cst: as in step(); others see over() at their next boundary.
+    void rejoin() { engaged_.fetch_add(1, std::memory_order_seq_cst); }
+    // Statistics and tests: the threads holding a slot now. relaxed: a snapshot.
+    uint32_t engaged() const { return engaged_.load(std::memory_order_relaxed); }
 
 private:
     // Above any pool size (BLZ_MAX_THREADS is 65535): marks a lift for good.

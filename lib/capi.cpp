@@ -31,6 +31,9 @@ constexpr uint32_t kConfigSizeV01 = offsetof(blz_pool_config, user) + sizeof(voi
 // With 0.2's cpu_list, spawn_thread and spawn_user: a caller whose struct_size
 // is smaller gets no pinning and libblitz's own threads.
 constexpr uint32_t kConfigSizeV02 = offsetof(blz_pool_config, spawn_user) + sizeof(void *);
+// With 0.3's max_spares and spare_idle_ms (blocking sections).
+constexpr uint32_t kConfigSizeV03 = offsetof(blz_pool_config, spare_idle_ms) + sizeof(uint32_t);
+static_assert(kConfigSizeV03 == sizeof(blz_pool_config), "0.3 is the current layout");
 // The size of blz_spawn_options in version 0.2, where it appeared.
 constexpr uint32_t kSpawnOptionsSizeV02 = offsetof(blz_spawn_options, done_arg) + sizeof(void *);
 // With 0.3's predecessors: a caller whose struct_size is smaller names none.
@@ -324,7 +327,10 @@ blz_status effective_config(const blz_pool_config *config, blz_pool_config &effe
     init_config(&effective, sizeof(effective));
     if (config != nullptr) {
         if (config->struct_size < kConfigSizeV01) return BLZ_EINVAL;
-        std::memcpy(&effective, config, config->struct_size >= kConfigSizeV02 ? kConfigSizeV02 : kConfigSizeV01);
+        const uint32_t known = config->struct_size >= kConfigSizeV03   ? kConfigSizeV03
+                               : config->struct_size >= kConfigSizeV02 ? kConfigSizeV02
+                                                                       : kConfigSizeV01;
+        std::memcpy(&effective, config, known);
         effective.struct_size = sizeof(effective);
     }
     if (effective.num_threads > BLZ_MAX_THREADS) return BLZ_EINVAL;
@@ -412,6 +418,13 @@ bool compatible(const SharedPool &pool, const blz_pool_config &config) {
     if (config.on_thread_stop != nullptr && config.on_thread_stop != pool.on_thread_stop) return false;
     if (config.user != nullptr && config.user != pool.user) return false;
     if (config.spawn_thread != nullptr && config.spawn_thread != pool.spawn_thread) return false;
+    uint32_t max_spares = 0;
+    if (config.max_spares != 0 && (Registry::resolve_max_spares(config.max_spares, pool.registry->num_threads(),
+                                                                &max_spares) != BLZ_OK ||
+                                   max_spares != pool.registry->max_spares())) {
+        return false;
+    }
+    if (config.spare_idle_ms != 0 && config.spare_idle_ms != pool.registry->spare_idle_ms()) return false;
     if (config.spawn_user != nullptr && config.spawn_user != pool.spawn_user) return false;
     return true;
 }
@@ -543,8 +556,10 @@ struct DestroySharedAtExit {
 
 extern "C" BLZ_API void blz_pool_config_init_v01(blz_pool_config *config) { init_config(config, kConfigSizeV01); }
 extern "C" BLZ_API void blz_pool_config_init_v02(blz_pool_config *config) { init_config(config, kConfigSizeV02); }
+extern "C" BLZ_API void blz_pool_config_init_v03(blz_pool_config *config) { init_config(config, kConfigSizeV03); }
 __asm__(".symver blz_pool_config_init_v01, blz_pool_config_init@BLITZ_0.1");
-__asm__(".symver blz_pool_config_init_v02, blz_pool_config_init@@BLITZ_0.2");
+__asm__(".symver blz_pool_config_init_v02, blz_pool_config_init@BLITZ_0.2");
+__asm__(".symver blz_pool_config_init_v03, blz_pool_config_init@@BLITZ_0.3");
 
 BLZ_API blz_status blz_pool_create(const blz_pool_config *config, blz_pool **out_pool) {
     return without_cancellation([&] { return create_pool(config, out_pool); });
@@ -570,6 +585,52 @@ BLZ_API int32_t blz_worker_index(const blz_pool *pool) {
     if (pool == nullptr) return -1;
     Worker *worker = own_worker(registry_of(pool));
     return worker != nullptr ? static_cast<int32_t>(worker->index()) : -1;
+}
+
+// ---- Blocking sections (blz_block_begin, 0.3; docs/protocol.md "Blocking sections") ----
+namespace {
+// The calling thread's open sections, and the worker that gave its slot
+// back at the outermost one (nullptr: none did, so the end gives nothing back).
+constinit thread_local uint32_t t_block_depth = 0;
+constinit thread_local Worker *t_block_released = nullptr;
+}  // namespace
+
+BLZ_API blz_status blz_block_begin(void) {
+    if (t_block_depth++ != 0) return BLZ_OK;  // nested: the outermost section counts
+    Worker *worker = Worker::current();
+    if (worker != nullptr && !worker->registry().forked() && worker->registry().block_begin(*worker)) {
+        t_block_released = worker;
+    }
+    return BLZ_OK;
+}
+
+BLZ_API blz_status blz_block_end(void) {
+    if (t_block_depth == 0) return BLZ_EINVAL;
+    if (--t_block_depth != 0) return BLZ_OK;
+    Worker *worker = t_block_released;
+    t_block_released = nullptr;
+    // In a forked child the pool is dead: nothing to take back.
+    if (worker != nullptr && !worker->registry().forked()) worker->registry().block_end(*worker);
+    return BLZ_OK;
+}
+
+BLZ_API blz_status blz_blocking(blz_fn fn, void *arg) {
+    if (fn == nullptr) return BLZ_EINVAL;
+    (void)blz_block_begin();
+    bool ok = true;
+    try {
+        fn(arg);
+    } catch (...) {
+        // An unwind that is not a C++ exception (a cancellation in the
+        // blocking call) goes on, with the section closed.
+        if (!std::current_exception()) {
+            (void)blz_block_end();
+            throw;
+        }
+        ok = false;
+    }
+    (void)blz_block_end();
+    return ok ? BLZ_OK : BLZ_ETASK;
 }
 
 BLZ_API blz_status blz_pool_stats(const blz_pool *pool, blz_stats *out_stats) {

@@ -38,6 +38,8 @@ enum class Point {
     kSharedLastGiveUp,     // the process pool's last give-up took it out of reach and has yet to destroy it
     kEdgeRegistered,       // a spawn registered one predecessor of its task and may register more
     kReleasingSuccessors,  // a finishing task is about to release the tasks that run after it
+    kSpareRetiring,        // an idle spare is about to decide, under the spare lock, whether it retires
+    kSpareExiting,         // a retired spare ran its stop hook and is about to free its slot (or take it again)
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -69,6 +71,8 @@ enum class Mutant {
     kSharedDestroyedAtExit, // a static destructor destroys the process pool at exit, waiting for its tasks
     kSpawnerHoldsNoCount,   // a spawn with predecessors registers them without holding a count of its own
     kSuccessorsAfterFinish, // a finishing task releases its successors after handing itself to its joiner
+    kSpareRetiresOnStaleCount, // a spare decides to retire on counts read before the spare lock, not under it
+    kSpareExitIgnoresBlocked,  // a retired spare frees its slot although a blocked thread found no stand-in meanwhile
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <new>
 #include <optional>
+#include <vector>
 #include <sched.h>
 
 #include "cpu_quota.hpp"
@@ -141,14 +142,36 @@ Registry::Registry(uint32_t num_threads, const blz_pool_config &config, CpuList 
       hook_user_(config.user),
       cap_(num_threads),
       spawn_thread_(config.spawn_thread),
-      spawn_user_(config.spawn_user) {
+      spawn_user_(config.spawn_user),
+      spare_idle_ms_(config.spare_idle_ms != 0 ? config.spare_idle_ms : kDefaultSpareIdleMs),
+      stack_size_(config.stack_size) {
     (void)g_atfork_registered;
     sleep_.observe_wakes(&tracer_);
     const char *prefix = config.thread_name != nullptr ? config.thread_name : "blz";
     std::snprintf(name_prefix_, sizeof(name_prefix_), "%s", prefix);
 }
 
-Registry::~Registry() { BLZ_FAULT_POINT(kRegistryFreed, this); }
+Registry::~Registry() {
+    BLZ_FAULT_POINT(kRegistryFreed, this);
+    delete[] spare_slots_;
+}
+
+blz_status Registry::resolve_max_spares(uint32_t requested, uint32_t num_threads, uint32_t *out) {
+    // The default, one spare per worker, keeps the pool at its size when
+    // every worker blocks at once, and never exceeds the counters' room.
+    if (requested == 0) {
+        *out = std::min(num_threads, BLZ_MAX_THREADS - std::min<uint32_t>(num_threads, BLZ_MAX_THREADS));
+        return BLZ_OK;
+    }
+    if (requested == BLZ_NO_SPARES) {
+        *out = 0;
+        return BLZ_OK;
+    }
+    // Workers and spares share the sleep counters' 16-bit fields (counters.hpp).
+    if (requested > BLZ_MAX_THREADS || num_threads + requested > BLZ_MAX_THREADS) return BLZ_EINVAL;
+    *out = requested;
+    return BLZ_OK;
+}
 
 blz_status Registry::create(const blz_pool_config &config, Registry **out) {
     CpuList cpu_list;
@@ -159,9 +182,16 @@ blz_status Registry::create(const blz_pool_config &config, Registry **out) {
     // A CPU list sets the default size: one worker per entry.
     uint32_t num_threads = config.num_threads == 0 && !cpu_list.empty() ? cpu_list.size()
                                                                         : resolve_num_threads(config.num_threads);
+    uint32_t max_spares = 0;
+    if (blz_status spares = resolve_max_spares(config.max_spares, num_threads, &max_spares); spares != BLZ_OK) {
+        return spares;
+    }
     Registry *registry = new (std::nothrow) Registry(num_threads, config, std::move(cpu_list));
     if (registry == nullptr) return BLZ_ENOMEM;
-    if (!registry->sleep_.init(num_threads) || !registry->allocate_workers()) {
+    registry->max_spares_ = max_spares;
+    registry->spare_slots_ = new (std::nothrow) SpareSlot[max_spares]();
+    if (registry->spare_slots_ == nullptr || !registry->sleep_.init(num_threads, max_spares) ||
+        !registry->allocate_workers()) {
         registry->free_workers();
         delete registry;
         return BLZ_ENOMEM;
@@ -187,16 +217,21 @@ blz_status Registry::create(const blz_pool_config &config, Registry **out) {
 }
 
 bool Registry::allocate_workers() {
-    void *raw = ::operator new(sizeof(Worker) * num_threads_, std::align_val_t{alignof(Worker)}, std::nothrow);
+    // The spares' slots too, made now (a deque and a fork stack, about a
+    // kilobyte each): a thief that reads a slot index finds a whole worker
+    // whatever the slot's thread does, and a spare's start cannot fail
+    // for memory.
+    const uint32_t slots = num_threads_ + max_spares_;
+    void *raw = ::operator new(sizeof(Worker) * slots, std::align_val_t{alignof(Worker)}, std::nothrow);
     if (raw == nullptr) return false;
     workers_ = static_cast<Worker *>(raw);
-    uint32_t built = 0;
-    for (; built < num_threads_; ++built) {
-        new (&workers_[built]) Worker(*this, built);
-        if (!workers_[built].init()) break;
-    }
-    if (built == num_threads_) return true;
-    for (uint32_t i = 0; i <= built; ++i) workers_[i].~Worker();
+    for (uint32_t i = 0; i < slots; ++i) new (&workers_[i]) Worker(*this, i);
+    uint32_t ready = 0;
+    while (ready < slots && workers_[ready].init()) ++ready;
+    // relaxed: published to the workers by their thread starts.
+    slots_in_use_.store(num_threads_, std::memory_order_relaxed);
+    if (ready == slots) return true;
+    for (uint32_t i = 0; i < slots; ++i) workers_[i].~Worker();
     ::operator delete(workers_, std::align_val_t{alignof(Worker)});
     workers_ = nullptr;
     return false;
@@ -204,7 +239,7 @@ bool Registry::allocate_workers() {
 
 void Registry::free_workers() {
     if (workers_ == nullptr) return;
-    for (uint32_t i = 0; i < num_threads_; ++i) workers_[i].~Worker();
+    for (uint32_t i = 0; i < num_threads_ + max_spares_; ++i) workers_[i].~Worker();
     ::operator delete(workers_, std::align_val_t{alignof(Worker)});
     workers_ = nullptr;
 }
@@ -285,24 +320,40 @@ void Registry::run_adopted(void *worker) {
     }
 }
 
+void Registry::name_thread(uint32_t index) {
+    // "<prefix>-<index>" (a spare: "<prefix>-s<index>") in 15 bytes: the prefix gives way to the index.
+    char suffix[16];
+    const char *format = is_spare_index(index) ? "-s%u" : "-%u";
+    size_t suffix_len = static_cast<size_t>(std::snprintf(suffix, sizeof(suffix), format, index));
+    size_t prefix_len = std::min(std::strlen(name_prefix_), 15 - suffix_len);
+    char name[16];
+    std::memcpy(name, name_prefix_, prefix_len);
+    std::memcpy(name + prefix_len, suffix, suffix_len + 1);
+    pthread_setname_np(pthread_self(), name);
+}
+
 void Registry::run_worker(Worker &worker) {
     const ThreadRole before = ThreadRole::current();  // null on libblitz's own threads
     ThreadRole::become(worker);
-    if (spawn_thread_ == nullptr) {  // the embedder names the threads it starts
-        // "<prefix>-<index>" in 15 bytes: the prefix gives way to the index.
-        char suffix[16];
-        size_t suffix_len = static_cast<size_t>(std::snprintf(suffix, sizeof(suffix), "-%u", worker.index()));
-        size_t prefix_len = std::min(std::strlen(name_prefix_), 15 - suffix_len);
-        char name[16];
-        std::memcpy(name, name_prefix_, prefix_len);
-        std::memcpy(name + prefix_len, suffix, suffix_len + 1);
-        pthread_setname_np(pthread_self(), name);
+    if (spawn_thread_ == nullptr) name_thread(worker.index());  // the embedder names the threads it starts
+    const bool spare = is_spare_index(worker.index());
+    for (;;) {
+        // The hooks run as this worker (fork-join from a hook works), but not
+        // inside accepted work: what they spawn is refused once destroy drained.
+        if (on_thread_start_ != nullptr) run_user_hook(on_thread_start_, worker.index());
+        if (spare) {
+            worker.spare_loop();
+        } else {
+            worker.main_loop();
+        }
+        if (on_thread_stop_ != nullptr) run_user_hook(on_thread_stop_, worker.index());
+        // [B4] A retired spare whose slot is needed again runs as a new
+        // spare on this thread; else the slot may get a new thread from
+        // here on, and this one reads nothing of it any more (restore()
+        // touches this thread's own state only).
+        if (!spare || !spare_exited(worker)) break;
+        ThreadRole::become(worker);  // a fresh spare: outside every task, no failure pending
     }
-    // The hooks run as this worker (fork-join from a hook works), but not
-    // inside accepted work: what they spawn is refused once destroy drained.
-    if (on_thread_start_ != nullptr) run_user_hook(on_thread_start_, worker.index());
-    worker.main_loop();
-    if (on_thread_stop_ != nullptr) run_user_hook(on_thread_stop_, worker.index());
     before.restore();
 }
 
@@ -361,20 +412,209 @@ void Registry::inject_urgent(QueuedJob *job) {
 
 void Registry::set_max_active(uint32_t n) {
     cap_.set(n);
-    // Every parked worker checks the cap again (Worker::unpark has the fence).
-    for (uint32_t i = 0; i < num_threads_; ++i) workers_[i].unpark();
+    unpark_all();
+}
+
+void Registry::unpark_all() {
+    // Slots beyond slots_in_use() never had a thread; a spare slot whose
+    // thread ended has parked_ 0, so its unpark makes no system call.
+    const uint32_t slots = slots_in_use();
+    for (uint32_t i = 0; i < slots; ++i) workers_[i].unpark();
 }
 
 bool Registry::has_shared_jobs() const {
     return shared_jobs_wait<StdSync>([this] { return urgent_injector_.has_jobs() || injector_.has_jobs(); },
-                                     num_threads_, [this](uint32_t i) { return workers_[i].offers_tasks(); });
+                                     slots_in_use(), [this](uint32_t i) { return workers_[i].offers_tasks(); });
+}
+
+bool Registry::block_begin(Worker &worker) {
+    if (!worker.holds_slot()) return false;  // a hook, or mail run while held back by the cap
+    worker.give_slot_back();
+    cap_.leave();  // [C5]
+    SpareClaim claim;
+    {
+        std::lock_guard<std::mutex> lock(spare_mutex_);
+        // relaxed: changed only under the lock; the atomics serve the stats.
+        const uint32_t blocked = blocked_now_.load(std::memory_order_relaxed) + 1;
+        blocked_now_.store(blocked, std::memory_order_relaxed);
+        // [B1] Stand-ins: one spare alive per blocked thread, up to the bound.
+        const uint32_t live = live_spares_.load(std::memory_order_relaxed);
+        if (!spares_closed_ && live < blocked && live < max_spares_) claim = claim_spare_slot();
+    }
+    // A thread the cap held back (a parked spare among them) may run in our
+    // place at once: the unparking re-checks after cap_.leave() above.
+    unpark_all();
+    if (claim.index != UINT32_MAX) start_spare(claim);
+    return true;
+}
+
+void Registry::block_end(Worker &worker) {
+    {
+        std::lock_guard<std::mutex> lock(spare_mutex_);
+        // relaxed: under the lock (see block_begin).
+        blocked_now_.store(blocked_now_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    }
+    // [C5] Rejoin at once, over the cap if need be; the next thread to
+    // reach a job boundary while engaged > cap sits out.
+    cap_.rejoin();
+    worker.take_slot();
+}
+
+Registry::SpareClaim Registry::claim_spare_slot() {
+    // Under spare_mutex_. kRetiring slots still run their thread: skipped.
+    for (uint32_t k = 0; k < max_spares_; ++k) {
+        const SpareSlot state = spare_slots_[k];
+        if (state != SpareSlot::kEmpty && state != SpareSlot::kExited) continue;
+        SpareClaim claim;
+        claim.index = num_threads_ + k;
+        claim.join_first = state == SpareSlot::kExited && spawn_thread_ == nullptr;
+        spare_slots_[k] = SpareSlot::kLive;
+        const uint32_t live = live_spares_.load(std::memory_order_relaxed) + 1;  // relaxed: under the lock
+        live_spares_.store(live, std::memory_order_relaxed);
+        return claim;
+    }
+    return {};
+}
+
+void Registry::start_spare(SpareClaim claim) {
+    // The slot is ours (kLive, no thread yet): nobody else touches it.
+    Worker &spare = workers_[claim.index];
+    if (claim.join_first) {
+        int cancel_state = PTHREAD_CANCEL_ENABLE;
+        pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);  // no libblitz call is a cancellation point
+        pthread_join(spare.thread(), nullptr);
+        pthread_setcancelstate(cancel_state, nullptr);
+    }
+    spare.prepare_spare_run();
+    // Scans (steals, the sleepers' final check, unparking) reach the slot
+    // from here. release: pairs with slots_in_use()'s acquire, so a scan
+    // that sees the slot sees the reset above. A max, not a store: another
+    // block_begin may have published a higher slot meanwhile.
+    uint32_t seen = slots_in_use_.load(std::memory_order_relaxed);
+    while (seen <= claim.index && !slots_in_use_.compare_exchange_weak(seen, claim.index + 1, std::memory_order_release,
+                                                                       std::memory_order_relaxed)) {
+    }
+    const bool ok = start_spare_thread(claim.index);
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    if (!ok) {
+        // No stand-in this time: the slot is free again (a block_begin
+        // retries). relaxed: under the lock, as every change of the counts.
+        spare_slots_[claim.index - num_threads_] = SpareSlot::kEmpty;
+        live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        return;
+    }
+    // relaxed: statistics, changed under the lock.
+    spares_started_.store(spares_started_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    const uint32_t live = live_spares_.load(std::memory_order_relaxed);
+    if (live > spares_peak_.load(std::memory_order_relaxed)) spares_peak_.store(live, std::memory_order_relaxed);
+}
+
+bool Registry::start_spare_thread(uint32_t index) {
+    Worker &spare = workers_[index];
+    if (spawn_thread_ != nullptr) {
+        // Counted before the call, as in hand_out_workers: a destroy waits
+        // for this run() too. relaxed: as there.
+        adopted_running_.fetch_add(1, std::memory_order_relaxed);
+        if (call_spawn_thread(index)) return true;
+        adopted_running_.fetch_sub(1, std::memory_order_relaxed);
+        return false;
+    }
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0) return false;
+    bool ok = stack_size_ == 0 || pthread_attr_setstacksize(&attr, stack_size_) == 0;
+    if (cpu_list_.empty()) (void)AffinityMask::of_process().apply(attr);  // as start_workers
+    ok = ok && cpu_list_.pin(attr, index) && create_worker_thread(&spare.thread(), &attr, &spare, index) == 0;
+    pthread_attr_destroy(&attr);
+    return ok;
+}
+
+bool Registry::retire_spare(Worker &spare, bool engaged) {
+    // The mutant decides on counts read before the lock: a block_begin in
+    // between counts on this spare as its stand-in, and loses it.
+    // relaxed: the mutant's read outside the lock, the race it stands for.
+    const bool stale_choice =
+        live_spares_.load(std::memory_order_relaxed) > blocked_now_.load(std::memory_order_relaxed);
+    BLZ_FAULT_POINT(kSpareRetiring, this);
+    {
+        std::lock_guard<std::mutex> lock(spare_mutex_);
+        // [B3] Only a spare beyond the blocked threads retires: the others
+        // stand in for them. Under the lock, which block_begin holds while
+        // it counts a blocked thread and decides whether to start a spare:
+        // either it counted this spare (and we stay), or it sees it gone.
+        // relaxed: under the lock.
+        bool beyond = live_spares_.load(std::memory_order_relaxed) > blocked_now_.load(std::memory_order_relaxed);
+        if (BLZ_FAULT_MUTANT(kSpareRetiresOnStaleCount)) beyond = stale_choice;
+        if (spares_closed_ || !beyond) return false;
+        if (engaged) {
+            // An engaged spare may have been counted on for a shared job (a
+            // poster saw it awake and woke nobody): the store-buffering
+            // pair with the poster's fence (sleep.hpp), as before parking.
+            StdSync::full_fence();
+            if (has_shared_jobs()) return false;
+        }
+        live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        spares_retired_.store(spares_retired_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        spare_slots_[spare.index() - num_threads_] = SpareSlot::kRetiring;
+    }
+    if (engaged) cap_.leave();  // [C5]
+    // A thread the cap held back may take the slot now.
+    unpark_all();
+    return true;
+}
+
+bool Registry::spare_exited(Worker &spare) {
+    BLZ_FAULT_POINT(kSpareExiting, this);
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    SpareSlot &slot = spare_slots_[spare.index() - num_threads_];
+    // relaxed, here and below: under the lock (see block_begin).
+    const uint32_t live = live_spares_.load(std::memory_order_relaxed);
+    if (slot == SpareSlot::kLive) {
+        // A spare ended by destroy was never kRetiring: it goes from kLive.
+        live_spares_.store(live - 1, std::memory_order_relaxed);
+    } else if (!spares_closed_ && live < blocked_now_.load(std::memory_order_relaxed) && live < max_spares_ &&
+               !BLZ_FAULT_MUTANT(kSpareExitIgnoresBlocked)) {
+        // [B4] A block_begin since this spare retired found its slot still
+        // kRetiring and started no stand-in (the bound was reached): this
+        // thread is that stand-in. Under the lock, which block_begin holds
+        // to count itself: either it saw the slot free, or we see it here.
+        slot = SpareSlot::kLive;
+        live_spares_.store(live + 1, std::memory_order_relaxed);
+        spares_started_.store(spares_started_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        if (live + 1 > spares_peak_.load(std::memory_order_relaxed)) {
+            spares_peak_.store(live + 1, std::memory_order_relaxed);
+        }
+        spare.prepare_spare_run();
+        return true;
+    }
+    // An embedder's run() needs no join: its slot is free at once.
+    slot = spawn_thread_ != nullptr ? SpareSlot::kEmpty : SpareSlot::kExited;
+    return false;
+}
+
+void Registry::stop_spares() {
+    // After the drain: no job runs, so no block_begin starts a spare; the
+    // lock makes it so for good, and names the threads to end.
+    std::vector<uint32_t> to_join;
+    {
+        std::lock_guard<std::mutex> lock(spare_mutex_);
+        spares_closed_ = true;
+        for (uint32_t k = 0; k < max_spares_; ++k) {
+            if (spare_slots_[k] != SpareSlot::kEmpty) to_join.push_back(num_threads_ + k);
+        }
+    }
+    for (uint32_t index : to_join) workers_[index].terminate();  // harmless on a thread that retired
+    if (spawn_thread_ != nullptr) return;  // their run()s count in adopted_running_
+    int cancel_state = PTHREAD_CANCEL_ENABLE;
+    pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, &cancel_state);
+    for (uint32_t index : to_join) pthread_join(workers_[index].thread(), nullptr);
+    pthread_setcancelstate(cancel_state, nullptr);
 }
 
 void Registry::shut_down() {
     // [C4] No cap from here on: the accepted work drains on every worker
     // (a parked worker checks the cap again when unparked).
     cap_.lift_for_good();
-    for (uint32_t i = 0; i < num_threads_; ++i) workers_[i].unpark();
+    unpark_all();
     Parker parker;
     Latch drained(Latch::current_thread(&parker));
     drained_ = &drained;
@@ -387,7 +627,8 @@ void Registry::shut_down() {
     // release: a run() that returns last reads it (run_adopted); stored
     // before any worker is told to stop, so before any run() can return.
     adopted_returned_.store(&adopted_returned, std::memory_order_release);
-    // [A2] every queue is empty: stop the workers.
+    // [A2] every queue is empty: stop the spares, then the workers.
+    stop_spares();
     for (uint32_t i = 0; i < started_; ++i) workers_[i].terminate();
     wait_for_threads(adopted_returned);
     started_ = 0;
@@ -443,6 +684,13 @@ void Registry::fill_stats(blz_stats &stats) const {
     stats.jobs_executed = 0;
     stats.steals = 0;
     stats.run_ns = stats.search_ns = stats.sleep_ns = 0;
+    // Jobs and steals of the spares too; phases and "now" counts are the workers' (blitz.h).
+    const uint32_t slots = slots_in_use();
+    for (uint32_t i = num_threads_; i < slots; ++i) {
+        stats.jobs_executed += workers_[i].jobs_executed();
+        stats.steals += workers_[i].steals();
+    }
+    fill_spare_stats(stats);
     for (uint32_t i = 0; i < num_threads_; ++i) {
         stats.jobs_executed += workers_[i].jobs_executed();
         stats.steals += workers_[i].steals();
@@ -461,6 +709,20 @@ void Registry::fill_stats(blz_stats &stats) const {
     stats.spurious_wakeups = sleep_stats.spurious_wakeups;
     stats.sleep_aborts = sleep_stats.sleep_aborts;
     stats.tasks_failed = tasks_failed_.load(std::memory_order_relaxed);
+}
+
+void Registry::fill_spare_stats(blz_stats &stats) const {
+    // Under the lock: the counts change together (a retirement lowers
+    // spares_now and raises spares_retired), and a snapshot shows both or
+    // neither. Nobody calls out of the library while holding it.
+    std::lock_guard<std::mutex> lock(spare_mutex_);
+    // relaxed: under the lock.
+    stats.spares_now = live_spares_.load(std::memory_order_relaxed);
+    stats.blocked_now = blocked_now_.load(std::memory_order_relaxed);
+    stats.max_spares = max_spares_;
+    stats.spares_peak = spares_peak_.load(std::memory_order_relaxed);
+    stats.spares_started = spares_started_.load(std::memory_order_relaxed);
+    stats.spares_retired = spares_retired_.load(std::memory_order_relaxed);
 }
 
 void Registry::fill_worker_stats(uint32_t index, blz_stats &stats) const {

@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <pthread.h>
 
 #include "active_cap.hpp"
@@ -30,6 +31,14 @@
 namespace blz {
 
 class Worker;
+
+// blz_pool_config::spare_idle_ms's default: a spare idle for a second
+// retires. Long enough that a steady stream of blocking sections (one a
+// second or more) keeps its spares instead of paying a thread start each
+// time; short enough that a burst's spares are gone soon after it
+// (ForkJoinPool keeps its spares 60 s, Tokio its blocking threads 10 s,
+// for pools whose normal work blocks; here blocking is the exception).
+inline constexpr uint32_t kDefaultSpareIdleMs = 1000;
 
 // Incremented in the child after every fork(); a pool remembers the value
 // it was created under, so the child can tell the parent's pools apart.
@@ -108,6 +117,34 @@ public:
     // check it again.
     void set_max_active(uint32_t n);
 
+    // ---- Blocking sections and spare threads (docs/protocol.md, "Blocking sections") ----
+    // Spare slots follow the workers': indices num_threads() .. + max_spares() - 1.
+    uint32_t max_spares() const { return max_spares_; }
+    uint32_t spare_idle_ms() const { return spare_idle_ms_; }
+    bool is_spare_index(uint32_t index) const { return index >= num_threads_; }
+    // The slots that ever had a thread (workers first, then spares up to
+    // the highest one started): steals, the sleepers' final check and the
+    // unparking look at these (every slot's deque exists from creation).
+    // acquire: pairs with the release that published a spare slot (start_spare).
+    uint32_t slots_in_use() const { return slots_in_use_.load(std::memory_order_acquire); }
+    // [B1] The calling worker (running a job) enters a blocking section:
+    // false when it holds no slot of the cap (nothing to stand in for).
+    bool block_begin(Worker &worker);
+    // [B2] Back from the section block_begin returned true for.
+    void block_end(Worker &worker);
+    // [B3] A spare idle for spare_idle_ms: true when it retired (its loop
+    // ends). `engaged`: it holds a slot, which it gives back.
+    bool retire_spare(Worker &spare, bool engaged);
+    // [B4] A spare's thread after its stop hook: true when the slot is
+    // needed again and the thread goes on as a new spare; else the slot is
+    // free (or to join) and the thread touches nothing of it any more.
+    bool spare_exited(Worker &spare);
+    // Every parked thread checks the cap again (Worker::unpark has the fence).
+    void unpark_all();
+    // blz_pool_config's max_spares, resolved for a pool of num_threads
+    // workers; BLZ_EINVAL when workers plus spares exceed BLZ_MAX_THREADS.
+    static blz_status resolve_max_spares(uint32_t requested, uint32_t num_threads, uint32_t *out);
+
     // Runs f (returning true when it ended normally) on a worker and waits;
     // for threads that are not workers of this pool.
     template <class F>
@@ -146,6 +183,17 @@ private:
     void mark_destroyed();
     void free_memory();
     void run_user_hook(blz_thread_fn hook, uint32_t index);
+    void name_thread(uint32_t index);
+    // Spares: a slot for a new one (under spare_mutex_), its thread, and destroy's end of them.
+    struct SpareClaim {
+        uint32_t index = UINT32_MAX;
+        bool join_first = false;  // the slot's last thread ended and was not joined
+    };
+    SpareClaim claim_spare_slot();
+    void start_spare(SpareClaim claim);
+    bool start_spare_thread(uint32_t index);
+    void stop_spares();
+    void fill_spare_stats(blz_stats &stats) const;
 
     alignas(kCacheLine) Admission<> admission_;
     Latch *drained_ = nullptr;  // the destroyer's latch; written before CLOSED
@@ -175,6 +223,29 @@ private:
     // the destroyer's latch, stored below before any worker can stop.
     std::atomic<uint32_t> adopted_running_{0};
     std::atomic<Latch *> adopted_returned_{nullptr};
+
+    // Spares (docs/protocol.md, "Blocking sections"). The counts and slot
+    // states change only under spare_mutex_, and statistics read them under
+    // it; the counts are atomics for the one read outside it (the mutant
+    // kSpareRetiresOnStaleCount's, in retire_spare).
+    enum class SpareSlot : uint8_t {
+        kEmpty,     // no thread (never started, or its start failed)
+        kLive,      // a thread runs the slot: counted in live_spares_
+        kRetiring,  // retired, still running its on_thread_stop hook as this slot
+        kExited,    // its thread touches the slot no more; a pthread still to join
+    };
+    uint32_t max_spares_ = 0;
+    uint32_t spare_idle_ms_ = 0;
+    size_t stack_size_ = 0;
+    mutable std::mutex spare_mutex_;  // mutable: statistics (const) read the counts under it
+    SpareSlot *spare_slots_ = nullptr;  // max_spares_ entries, under spare_mutex_
+    bool spares_closed_ = false;        // destroy began to stop them: no new spare (under spare_mutex_)
+    std::atomic<uint32_t> live_spares_{0};
+    std::atomic<uint32_t> blocked_now_{0};  // threads in a blocking section that gave a slot back
+    std::atomic<uint32_t> spares_peak_{0};
+    std::atomic<uint64_t> spares_started_{0};
+    std::atomic<uint64_t> spares_retired_{0};
+    std::atomic<uint32_t> slots_in_use_{0};
 };
 
 // The size of a pool created with num_threads 0, and where it comes from

@@ -137,22 +137,28 @@ public:
     Sleep &operator=(const Sleep &) = delete;
     ~Sleep() { release(); }
 
-    // False when out of memory. Before any worker starts.
-    bool init(uint32_t num_workers) {
-        void *raw = ::operator new(sizeof(WorkerSleepState) * num_workers,
-                                   std::align_val_t{alignof(WorkerSleepState)}, std::nothrow);
+    // False when out of memory. Before any worker starts. `num_spares`:
+    // the spare threads' slots (blocking sections, docs/protocol.md), after
+    // the workers' (indices num_workers ..): they sleep and are woken like
+    // workers, but the awake count of new_internal_jobs stays the
+    // workers': a spare runs only in place of a worker that blocks.
+    bool init(uint32_t num_workers, uint32_t num_spares = 0) {
+        const uint32_t slots = num_workers + num_spares;
+        void *raw = ::operator new(sizeof(WorkerSleepState) * slots, std::align_val_t{alignof(WorkerSleepState)},
+                                   std::nothrow);
         if (raw == nullptr) return false;
         states_ = static_cast<WorkerSleepState *>(raw);
-        for (uint32_t i = 0; i < num_workers; ++i) new (&states_[i]) WorkerSleepState();
+        for (uint32_t i = 0; i < slots; ++i) new (&states_[i]) WorkerSleepState();
         num_workers_ = num_workers;
+        num_slots_ = slots;
         return true;
     }
 
     // Frees the per-worker states once no worker uses them. Idempotent.
     void release() {
-        for (uint32_t i = 0; i < num_workers_; ++i) states_[i].~WorkerSleepState();
+        for (uint32_t i = 0; i < num_slots_; ++i) states_[i].~WorkerSleepState();
         release_memory();
-        num_workers_ = 0;
+        num_workers_ = num_slots_ = 0;
     }
 
     // In a forked child, the mutexes and condition variables may be held or
@@ -160,7 +166,7 @@ public:
     // running their destructors (a mutex may be held by a thread that is gone).
     void abandon() {
         release_memory();
-        num_workers_ = 0;
+        num_workers_ = num_slots_ = 0;
     }
 
     // --- the idle worker's side ---
@@ -241,7 +247,8 @@ public:
     void new_internal_jobs(uint32_t num_jobs, QueueWasEmpty &&queue_was_empty, uint32_t awake_limit = UINT32_MAX) {
         Counters c = counters_.post_event();
         if (c.sleeping() == 0) return;
-        uint32_t awake = num_workers_ - c.sleeping();
+        // Sleeping spares count too, so the difference saturates.
+        uint32_t awake = c.sleeping() < num_workers_ ? num_workers_ - c.sleeping() : 0;
         if (awake >= awake_limit) return;
         wake_for_jobs(c, std::min(num_jobs, awake_limit - awake), queue_was_empty());
     }
@@ -348,7 +355,7 @@ public:
 
     Stats stats() const {
         Stats s;
-        for (uint32_t i = 0; i < num_workers_; ++i) {
+        for (uint32_t i = 0; i < num_slots_; ++i) {
             Stats one = stats_of(i);
             s.sleeps += one.sleeps;
             s.wakeups += one.wakeups;
@@ -407,9 +414,10 @@ private:
         wake_any_threads(to_wake);
     }
 
-    // Wakes up to n blocked workers, one at a time: never a broadcast.
+    // Wakes up to n blocked workers (or spares), one at a time: never a
+    // broadcast. A spare slot without a thread is never marked blocked.
     void wake_any_threads(uint32_t n) {
-        for (uint32_t i = 0; n > 0 && i < num_workers_; ++i) {
+        for (uint32_t i = 0; n > 0 && i < num_slots_; ++i) {
             if (wake_specific_thread(i)) --n;
         }
     }
@@ -516,7 +524,8 @@ private:
 
     alignas(kCacheLine) AtomicCounters<Sync> counters_;
     alignas(kCacheLine) WorkerSleepState *states_ = nullptr;
-    uint32_t num_workers_ = 0;
+    uint32_t num_workers_ = 0;  // the pool's workers: new_internal_jobs' awake count
+    uint32_t num_slots_ = 0;    // the workers' states and the spares' after them
     WakeObserver *observer_ = nullptr;  // set before the workers start, then only read
 };
 

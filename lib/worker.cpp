@@ -69,7 +69,8 @@ struct Worker::IdleHost {
     // Before sleeping, also this worker's own mail (post_mail).
     bool has_jobs_for_me() const { return w.mailbox_.has_jobs() || w.registry_->has_shared_jobs(); }
     bool has_shared_jobs() const { return w.registry_->has_shared_jobs(); }
-    static bool deadline_passed(uint64_t deadline) { return blz::deadline_passed(deadline); }
+    // A spare that retired while sitting out the cap ends its run_until here.
+    bool deadline_passed(uint64_t deadline) const { return w.leaving_ || blz::deadline_passed(deadline); }
     void on_searching() { w.enter_phase(Phase::kSearching); }
     void on_blocking() { w.enter_phase(Phase::kSleeping); }
     void on_running() { w.enter_phase(Phase::kRunning); }
@@ -126,43 +127,80 @@ void Worker::main_loop() {
     // Counted against the cap from here, not from the worker's creation:
     // before this point (its start hook, an embedder's run() not called
     // yet) it could run no job (active_cap.hpp [C2]).
-    if (!registry_->cap().try_engage()) park_until_engaged();
+    holds_slot_ = registry_->cap().try_engage();
+    if (!holds_slot_) (void)park_until_engaged();  // a worker never retires: true
     IdleHost host{*this};
     run_until<true>(host, *sleep_, terminate_.core(), kNoDeadline);
 }
 
-void Worker::sit_out_cap() {
-    if (!registry_->cap().try_disengage()) return;  // others left first: within the cap again ([C1])
-    park_until_engaged();
+void Worker::spare_loop() {
+    const uint64_t idle_ns = uint64_t{registry_->spare_idle_ms()} * 1000000u;
+    holds_slot_ = registry_->cap().try_engage();
+    if (!holds_slot_ && !park_until_engaged()) return;
+    IdleHost host{*this};
+    while (!leaving_ && !terminate_.core().probe()) {
+        if (!holds_slot_) {  // terminated while parked, or back from a blocking section without one
+            if (!park_until_engaged()) return;
+            continue;
+        }
+        // One idle period at a time: run_until returns when spare_idle_ms
+        // passed (between jobs, or asleep in the protocol: a bounded sleep).
+        const uint64_t jobs_before = jobs_executed();
+        run_until<true>(host, *sleep_, terminate_.core(), deadline_after(idle_ns));
+        if (leaving_ || !holds_slot_ || jobs_executed() != jobs_before) continue;
+        // No job for a whole period: retire if not standing in ([B3]).
+        if (registry_->retire_spare(*this, true)) return;
+    }
 }
 
-void Worker::park_until_engaged() {
+void Worker::sit_out_cap() {
+    if (!registry_->cap().try_disengage()) return;  // others left first: within the cap again ([C1])
+    holds_slot_ = false;
+    if (!park_until_engaged()) leaving_ = true;  // a spare that retired: run_until ends (IdleHost)
+}
+
+bool Worker::park_until_engaged() {
     ActiveCap &cap = registry_->cap();
     enter_phase(Phase::kSleeping);
     // We may have been counted on for a shared job (woken for it, or seen
     // idle): hand it on before we stop looking (sleep.hpp).
     sleep_->hand_off_shared_jobs([this] { return registry_->has_shared_jobs(); });
+    // A spare parked this long may retire ([B3]); a worker waits for ever.
+    const bool spare = registry_->is_spare_index(index_);
+    const uint64_t idle_ns = uint64_t{registry_->spare_idle_ms()} * 1000000u;
+    uint64_t deadline = spare ? deadline_after(idle_ns) : kNoDeadline;
+    bool stays = true;
     for (;;) {
         // seq_cst store, then the fence: the parked worker's half of the
         // store-buffering pair with unpark() (its fence, then its
         // exchange): either the checks below see the change unpark
-        // announces (a cap raised, mail, termination), or unpark sees
-        // this 1 and wakes us.
+        // announces (a cap raised or a slot given back, mail,
+        // termination), or unpark sees this 1 and wakes us.
         parked_.store(1, std::memory_order_seq_cst);
         full_fence();
-        if (terminate_.core().probe() || cap.try_engage()) break;
+        if (terminate_.core().probe()) break;
+        if (cap.try_engage()) {
+            holds_slot_ = true;
+            break;
+        }
         if (mailbox_.has_jobs()) {
             run_mail();  // blz_broadcast reaches every worker, capped or not
             continue;
         }
         // Blocks while the word is 1; an unpark() stores 0 first, so a
         // wake-up between our checks and this call is not lost.
-        futex_wait(parked_, 1);
+        if (futex_wait_until(parked_, 1, deadline)) continue;
+        if (registry_->retire_spare(*this, false)) {
+            stays = false;
+            break;
+        }
+        deadline = deadline_after(idle_ns);  // still standing in: park another period
     }
     // relaxed: no wake-up is needed now; an unpark() that still sees 1
     // only makes a futex call that wakes nobody.
     parked_.store(0, std::memory_order_relaxed);
     enter_phase(Phase::kRunning);
+    return stays;
 }
 
 void Worker::run_mail() {
@@ -209,7 +247,7 @@ void Worker::trace_woken() {
 }
 
 Job *Worker::steal() {
-    const uint32_t n = registry_->num_threads();
+    const uint32_t n = registry_->slots_in_use();  // the workers, and spares that ever ran
     if (n <= 1) return nullptr;
     const uint32_t start = rng_.below(n);
     for (;;) {

@@ -162,6 +162,22 @@ public:
 
     // The worker thread's main loop: runs jobs until terminated.
     void main_loop();
+    // A spare's loop (docs/protocol.md, "Blocking sections"): runs jobs
+    // like main_loop, and returns once it retired (idle for spare_idle_ms,
+    // Registry::retire_spare) or was terminated.
+    void spare_loop();
+    // Before a spare slot's new thread starts (the starter owns the slot).
+    void prepare_spare_run() {
+        leaving_ = false;
+        holds_slot_ = false;
+    }
+
+    // Owner: whether this thread holds a slot of the cap (active_cap.hpp):
+    // from its engaging until it sits out, and not while in a blocking
+    // section (Registry::block_begin gives it back, block_end takes it).
+    bool holds_slot() const { return holds_slot_; }
+    void give_slot_back() { holds_slot_ = false; }
+    void take_slot() { holds_slot_ = true; }
 
     // Destroy, once the pool is drained: ends the main loop, also of a
     // worker sitting out the cap.
@@ -225,8 +241,9 @@ private:
     // Top level, over the cap: leaves the engaged workers and parks.
     void sit_out_cap();
     // Not engaged: parks until the cap lets this worker run again or the
-    // pool terminates, running only its mail meanwhile.
-    void park_until_engaged();
+    // pool terminates, running only its mail meanwhile. A spare parked for
+    // spare_idle_ms may retire instead: then false.
+    bool park_until_engaged();
     // Parked: runs one job of this worker's mail, if one is linked yet.
     void run_mail();
 
@@ -281,6 +298,10 @@ private:
     // threads are the pool's workers or admitted calls (set_max_active,
     // broadcast, destroy itself), which destroy outlives.
     std::atomic<uint32_t> parked_{0};
+    // Owner only (the thread running this slot): see holds_slot(); a
+    // spare's retirement, which ends its loop (spare_loop).
+    bool holds_slot_ = false;
+    bool leaving_ = false;
 };
 
 inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }

@@ -36,6 +36,10 @@ ABI_ASSERT(BLZ_SPAWN_CANCEL_ON_FAILURE == 4u, spawn_cancel_on_failure);
 ABI_ASSERT(BLZ_SPAWN_AFTER_ANY_END == 8u, spawn_after_any_end);
 ABI_ASSERT(BLZ_SIZE_FROM_ENVIRONMENT == 1u && BLZ_SIZE_FROM_AFFINITY == 2u && BLZ_SIZE_FROM_CPU_QUOTA == 3u, size_sources);
 ABI_ASSERT(sizeof(blz_default_size_info) == 24, default_size_info_size);
+ABI_ASSERT(BLZ_NO_SPARES == 0xFFFFFFFFu, no_spares);
+/* 0.3 appended fields: older callers' struct_size prefixes stay valid. */
+ABI_ASSERT(offsetof(blz_pool_config, max_spares) == offsetof(blz_pool_config, spawn_user) + sizeof(void *), config_spares_appended);
+ABI_ASSERT(offsetof(blz_stats, spares_now) == offsetof(blz_stats, sleep_ns) + 8, stats_spares_appended);
 ABI_ASSERT(sizeof(blz_status) == 4, status_is_32_bits);
 
 /* Versioning: the baseline abi/blitz.abi is for major version 0 (soname
@@ -170,6 +174,12 @@ int blitz_header_c_uses_everything(void) {
     /* 0.3: the process pool */
     status = blz_pool_shared(NULL, &pool);
     status = blz_pool_destroy(pool);
+    /* 0.3: blocking sections */
+    config.max_spares = BLZ_NO_SPARES;
+    config.spare_idle_ms = 1000u;
+    status = blz_block_begin();
+    status = blz_block_end();
+    status = blz_blocking(job, NULL);
 
     {
         blz_fork_stack *stack = *blz_fork_stack_slot_v1();

@@ -799,3 +799,32 @@ TEST_CASE("blz::join forks on the calling worker's pool, and off every pool in t
     CHECK_THROWS_AS(p.call([] { return blz::join([] { return 1; }, []() -> int { throw std::logic_error("g"); }); }),
                     std::logic_error);
 }
+
+TEST_CASE("blz::blocking: tasks blocked inside it leave the pool running; values and exceptions pass through",
+          "[cpp][blocking]") {
+    blz::pool p(2);
+    std::atomic<bool> release{false};
+    std::atomic<int> entered{0};
+    auto blocker = [&] {
+        return blz::blocking([&] {
+            entered.fetch_add(1);
+            while (!release.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+            return 7;
+        });
+    };
+    auto first = p.spawn(blocker);
+    auto second = p.spawn(blocker);
+    while (entered.load() < 2) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // Both workers are inside blocking sections: the call runs on a stand-in
+    // while neither blocker can have returned (release is still false).
+    CHECK(p.call([] { return fib_by_free_join(20); }) == 6765);
+    CHECK_FALSE(release.load());
+    release.store(true);
+    CHECK(first.get() == 7);
+    CHECK(second.get() == 7);
+    int value = 5;
+    int &same = blz::blocking([&]() -> int & { return value; });
+    CHECK(&same == &value);
+    CHECK_THROWS_AS(blz::blocking([]() -> int { throw std::runtime_error("blocked"); }), std::runtime_error);
+    CHECK(blz_block_end() == BLZ_EINVAL);  // the section was closed by the unwind
+}

@@ -148,6 +148,8 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kEventSetBeforeNotify:        // a set event whose waiter may destroy it now
         case Point::kEdgeRegistered:              // a spawn between two predecessors' registrations
         case Point::kReleasingSuccessors:         // a finished task about to release its successors
+        case Point::kSpareRetiring:               // a spare about to decide whether it retires
+        case Point::kSpareExiting:                // a retired spare about to free its slot
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:

@@ -201,6 +201,8 @@ void hook(Point point, const void *registry) {
         case Point::kTimedWaitExpired:
         case Point::kLatchSetBeforeUnpin:
         case Point::kDestroyWaitsForWork:
+        case Point::kSpareRetiring:  // a spare deciding whether to retire, while sections begin and end
+        case Point::kSpareExiting:   // a retired spare freeing its slot, while sections begin
             if (one_in(64)) sleep_us(50);
             return;
         case Point::kEventSetBeforeNotify:  // the fuzzer makes no events (tests/api_event.cpp does)
@@ -801,6 +803,7 @@ void print_summary(double seconds) {
                             {t.group_waits.load(), "group waits"},
                             {t.broadcasts.load(), "broadcasts"},
                             {t.caps.load(), "caps set"},
+                            {t.blocks.load(), "blocking sections"},
                             {t.edeadlk.load(), "BLZ_EDEADLK probes"}});
     print_figures("checks", {{t.stats.load(), "statistics snapshots"},
                              {t.exact_checks.load(), "exact tasks_failed"},

@@ -52,7 +52,7 @@ struct Totals {
         create_refusals{0}, destroys{0}, releases{0}, gate_destroys{0}, racer_refusals{0}, task_destroys{0},
         cancel_pending_destroys{0}, sessions{0}, group_waits{0}, timeouts{0}, joins{0}, stats{0}, traces{0}, caps{0},
         broadcasts{0}, hosted{0}, edeadlk{0}, exact_checks{0}, held_posts{0}, held_wakes{0}, thread_exits{0},
-        task_cancels{0}, task_cancel_skips{0};
+        task_cancels{0}, task_cancel_skips{0}, blocks{0};
 };
 inline Totals g_totals;
 

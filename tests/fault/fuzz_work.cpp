@@ -193,12 +193,25 @@ struct CallArgs {
     std::atomic<int> ran{0};
 };
 
+// A short wait outside the pool, marked as a blocking section: the pool
+// stands a spare in meanwhile (blz_block_begin). Only in pools whose hooks
+// and embedder threads do not keep a ledger per worker index, which a
+// spare's index (threads and up) is outside of.
+void block_briefly(Ctx &ctx, PoolRec *rec) {
+    if (rec->hooks || rec->embedder || !ctx.rng.percent(12)) return;
+    FUZZ_CHECK(blz_block_begin() == BLZ_OK, "blz_block_begin failed");
+    sleep_us(100 + ctx.rng.below(400));
+    FUZZ_CHECK(blz_block_end() == BLZ_OK, "blz_block_end failed");
+    bump(g_totals.blocks);
+}
+
 void call_main(void *arg) {
     auto *c = static_cast<CallArgs *>(arg);
     const int ran = c->ran.fetch_add(1) + 1;
     FUZZ_CHECK(ran == 1, "a blz_call function ran %d times", ran);
     check_on_worker(c->rec, "a blz_call function");
     Ctx ctx(c->seed, c->rec, c->depth, c->self, c->session, c->session != nullptr ? called_link() : Link::kNone);
+    block_briefly(ctx, c->rec);
     ctx.task_cancel = c->task_cancel;
     check_cancel_flag(ctx);
     run_nested_ops(ctx);

@@ -292,6 +292,26 @@ void hold_predecessor() {
     g_end.paused.store(true);
     spin_until([] { return g_end.resume.load(); });
 }
+// A spare retiring while a worker enters a blocking section
+// (scenario_spare_retires_vs_block_begin).
+struct SpareRace {
+    std::atomic<bool> armed{false};        // the next retire attempt of the spare pauses
+    std::atomic<bool> go{false};           // the blocker may enter its section now
+    std::atomic<bool> began{false};        // ... and has: blz_block_begin returned
+    std::atomic<const void *> pool{nullptr};
+};
+SpareRace g_spare;
+
+void hold_retiring_spare() {
+    // The spare counted itself beyond the blocked threads; now a worker
+    // enters a section and counts on this spare as its stand-in.
+    g_spare.go.store(true);
+    spin_until([] { return g_spare.began.load(); });
+}
+
+// A retired spare freeing its slot while a worker enters a blocking
+// section (scenario_spare_exit_vs_block_begin).
+SpareRace g_spare_exit;
 
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
@@ -368,6 +388,17 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kReleasingSuccessors:
             if (g_end.armed.exchange(false)) hold_predecessor();
+            return;
+        case Point::kSpareRetiring:
+            if (registry == g_spare.pool.load() && g_spare.armed.exchange(false)) hold_retiring_spare();
+            return;
+        case Point::kSpareExiting:
+            if (registry == g_spare_exit.pool.load() && g_spare_exit.armed.exchange(false)) {
+                // Retired and out of the count, its slot still taken: a
+                // worker enters a section now and finds no slot to start a spare on.
+                g_spare_exit.go.store(true);
+                spin_until([] { return g_spare_exit.began.load(); });
+            }
             return;
         case Point::kEntered:
             return;
@@ -1070,6 +1101,129 @@ void scenario_predecessor_end_vs_group_cancel() {
     check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
 }
 
+// Issue 28 item 3: a spare retiring while work arrives. The spare, idle
+// after the section it stood in for ended, is held between reading the
+// counts (one spare, no blocked thread: it may go) and deciding under the
+// spare lock, while another worker enters a blocking section and, seeing
+// the spare alive, starts none. The real spare re-reads the counts under
+// the lock and stays; the mutant retires on what it read before, and the
+// blocked worker is left without a stand-in ([B3]: spares_now must not
+// fall below blocked_now while blocked_now <= max_spares) until the spare,
+// after its stop hook, sees it and comes back ([B4]).
+void scenario_spare_retires_vs_block_begin() {
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 2;
+    config.max_spares = 1;
+    config.spare_idle_ms = 50;
+    // A spare that retires wrongly comes back once its stop hook returned
+    // ([B4]); a slow hook keeps the blocked worker without a stand-in
+    // meanwhile, long enough to be seen.
+    config.on_thread_stop = [](void *, uint32_t index) {
+        if (index >= 2) std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    };
+    blz_pool *pool = nullptr;
+    check(blz_pool_create(&config, &pool) == BLZ_OK, "blz_pool_create failed");
+    g_spare.pool.store(pool);
+    std::atomic<bool> b_running{false}, a_began{false}, a_done{false}, d_started{false}, release_b{false};
+    // B holds one worker until the spare is paused, then blocks in a section.
+    auto b = [&] {
+        b_running.store(true);
+        spin_until([] { return g_spare.go.load(); });
+        (void)blz_block_begin();
+        g_spare.began.store(true);
+        spin_until([&] { return release_b.load(); });
+        (void)blz_block_end();
+    };
+    // A blocks in a section on the other worker, so that the spare starts;
+    // it ends its section only once the spare runs D, so the spare's first
+    // retire attempt after it comes after A's end (no attempt straddles it).
+    auto a = [&] {
+        (void)blz_block_begin();
+        a_began.store(true);
+        spin_until([&] { return d_started.load(); });
+        (void)blz_block_end();
+        g_spare.armed.store(true);
+        a_done.store(true);
+    };
+    auto d = [&] {
+        d_started.store(true);
+        spin_until([&] { return a_done.load(); });
+    };
+    check(blz_spawn(pool, blz_test::thunk_of(b), &b, nullptr) == BLZ_OK, "spawn B");
+    spin_until([&] { return b_running.load(); });
+    check(blz_spawn(pool, blz_test::thunk_of(a), &a, nullptr) == BLZ_OK, "spawn A");
+    spin_until([&] { return a_began.load(); });
+    check(blz_spawn(pool, blz_test::thunk_of(d), &d, nullptr) == BLZ_OK, "spawn D");  // only the spare is free
+    spin_until([&] { return g_spare.began.load(); });
+    // The spare has decided once the pause is over; look for a while.
+    const auto until = Clock::now() + std::chrono::milliseconds(300);
+    while (Clock::now() < until) {
+        blz_stats stats;
+        stats.struct_size = sizeof(stats);
+        check(blz_pool_stats(pool, &stats) == BLZ_OK, "blz_pool_stats failed");
+        if (stats.spares_now < stats.blocked_now) {
+            // No freed memory follows, so no sanitizer would report it: fail here in every build.
+            fail(kViolation, "a spare retired while a worker it stood in for was blocked (no stand-in left)");
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    release_b.store(true);
+    check(blz_pool_destroy(pool) == BLZ_OK, "blz_pool_destroy");
+}
+
+// Issue 28 item 3: a retired spare, after its stop hook and before it
+// frees its slot, is held while a worker enters a blocking section; the
+// section counts itself, sees no live spare and no free slot (the bound,
+// one spare, is reached by the retiring one) and starts none. The real
+// spare sees the blocked thread under the spare lock and goes on as its
+// stand-in ([B4]); the mutant frees the slot and leaves it without one.
+void scenario_spare_exit_vs_block_begin() {
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 1;
+    config.max_spares = 1;
+    config.spare_idle_ms = 20;
+    blz_pool *pool = nullptr;
+    check(blz_pool_create(&config, &pool) == BLZ_OK, "blz_pool_create failed");
+    g_spare_exit.pool.store(pool);
+    std::atomic<bool> a_began{false}, release_a{false}, release_b{false};
+    auto a = [&] {  // blocks once, so that a spare starts, then lets it retire
+        (void)blz_block_begin();
+        a_began.store(true);
+        spin_until([&] { return release_a.load(); });
+        (void)blz_block_end();
+    };
+    auto b = [&] {  // enters its section while the retired spare is held
+        (void)blz_block_begin();
+        g_spare_exit.began.store(true);
+        spin_until([&] { return release_b.load(); });
+        (void)blz_block_end();
+    };
+    check(blz_spawn(pool, blz_test::thunk_of(a), &a, nullptr) == BLZ_OK, "spawn A");
+    spin_until([&] { return a_began.load(); });
+    g_spare_exit.armed.store(true);
+    release_a.store(true);
+    spin_until([] { return g_spare_exit.go.load(); });
+    check(blz_spawn(pool, blz_test::thunk_of(b), &b, nullptr) == BLZ_OK, "spawn B");
+    spin_until([] { return g_spare_exit.began.load(); });
+    // The held spare decides once the hook returns: until then it is out of
+    // the count. The real one comes back as B's stand-in; the mutant never.
+    bool covered = false;
+    const auto until = Clock::now() + std::chrono::seconds(2);
+    while (!covered && Clock::now() < until) {
+        blz_stats stats;
+        stats.struct_size = sizeof(stats);
+        check(blz_pool_stats(pool, &stats) == BLZ_OK, "blz_pool_stats failed");
+        covered = stats.spares_now >= stats.blocked_now;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    // No freed memory follows, so no sanitizer would report it: fail here in every build.
+    if (!covered) fail(kViolation, "a retired spare freed its slot while a blocked worker had found no stand-in");
+    release_b.store(true);
+    check(blz_pool_destroy(pool) == BLZ_OK, "blz_pool_destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -1098,6 +1252,8 @@ const char *mutant_name(Mutant m) {
         case Mutant::kSharedDestroyedAtExit: return "destroyed by a static destructor";
         case Mutant::kSpawnerHoldsNoCount: return "spawn holds no count while it registers";
         case Mutant::kSuccessorsAfterFinish: return "successors released after the hand-off";
+        case Mutant::kSpareRetiresOnStaleCount: return "spare retires on counts read before the lock";
+        case Mutant::kSpareExitIgnoresBlocked: return "retired spare frees a slot still needed";
     }
     return "?";
 }
@@ -1146,6 +1302,12 @@ const std::vector<Row> &rows() {
         {"an event set while its successor is being spawned", scenario_event_set_during_spawn, Expect::kClean, Mutant::kSpawnerHoldsNoCount},
         {"a predecessor finishing while a group is cancelled", scenario_predecessor_end_vs_group_cancel, Expect::kClean, Mutant::kNone},
         {"a predecessor finishing while a group is cancelled", scenario_predecessor_end_vs_group_cancel, Expect::kClean, Mutant::kSuccessorsAfterFinish},
+        {"a spare retiring while work arrives", scenario_spare_retires_vs_block_begin, Expect::kClean, Mutant::kNone},
+        {"a spare retiring while work arrives", scenario_spare_retires_vs_block_begin, Expect::kClean,
+         Mutant::kSpareRetiresOnStaleCount},
+        {"a retired spare's slot vs a new section", scenario_spare_exit_vs_block_begin, Expect::kClean, Mutant::kNone},
+        {"a retired spare's slot vs a new section", scenario_spare_exit_vs_block_begin, Expect::kClean,
+         Mutant::kSpareExitIgnoresBlocked},
     };
     return all;
 }

@@ -23,6 +23,7 @@ from ._capi import (BLZ_ECANCELED, BLZ_EDEADLK, BLZ_EFORK, BLZ_EINVAL, BLZ_ENOME
                     BLZ_ETASK, BLZ_ETHREAD, BLZ_ETIMEDOUT, BLZ_MAX_THREADS, BLZ_OK, LIBRARY_VERSION,
                     RANGE_FN, TASK_FN)
 from ._capi import library_path
+from ._blocking import blocking
 from ._executor import Executor
 from ._pool import Pool, Task
 from ._errors import BlitzError, PoolClosedError
@@ -32,7 +33,7 @@ __version__ = "0.3.0"
 
 __all__ = [
     "__version__", "library_version", "library_path", "aio",
-    "Executor", "Future", "Pool", "Task", "BlitzError", "PoolClosedError",
+    "Executor", "Future", "Pool", "Task", "BlitzError", "PoolClosedError", "blocking",
     "BrokenExecutor", "BrokenThreadPool", "RANGE_FN", "TASK_FN",
     "BLZ_OK", "BLZ_EINVAL", "BLZ_ENOMEM", "BLZ_ETHREAD", "BLZ_ESHUTDOWN", "BLZ_EDEADLK",
     "BLZ_ETASK", "BLZ_EFORK", "BLZ_ETIMEDOUT", "BLZ_ECANCELED", "BLZ_MAX_THREADS",

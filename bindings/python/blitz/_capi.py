@@ -51,6 +51,8 @@ class PoolConfig(Structure):
         ("cpu_list", c_char_p),  # 0.2
         ("spawn_thread", c_void_p),  # 0.2; NULL here: the binding lets libblitz start the threads
         ("spawn_user", c_void_p),    # 0.2
+        ("max_spares", c_uint32),    # 0.3
+        ("spare_idle_ms", c_uint32), # 0.3
     ]
 
 
@@ -72,6 +74,12 @@ class Stats(Structure):
         ("run_ns", c_uint64),     # 0.2
         ("search_ns", c_uint64),  # 0.2
         ("sleep_ns", c_uint64),   # 0.2
+        ("spares_now", c_uint32),      # 0.3
+        ("blocked_now", c_uint32),     # 0.3
+        ("max_spares", c_uint32),      # 0.3
+        ("spares_peak", c_uint32),     # 0.3
+        ("spares_started", c_uint64),  # 0.3
+        ("spares_retired", c_uint64),  # 0.3
     ]
 
 
@@ -151,6 +159,9 @@ _PROTOTYPES = {
     "blz_task_finish_later": (blz_status, [POINTER(c_void_p)]),
     "blz_isolate": (blz_status, [c_void_p, FN, c_void_p]),
     "blz_pool_shared": (blz_status, [POINTER(PoolConfig), POINTER(c_void_p)]),
+    "blz_block_begin": (blz_status, []),
+    "blz_block_end": (blz_status, []),
+    "blz_blocking": (blz_status, [FN, c_void_p]),
 }
 
 
@@ -163,7 +174,8 @@ _PROTOTYPES = {
 _HELD = ("blz_version_number", "blz_status_string", "blz_pool_config_init", "blz_pool_num_threads",
          "blz_worker_index", "blz_pool_stats", "blz_worker_stats", "blz_pool_set_max_active", "blz_spawn_options_init", "blz_spawn_ex",
          "blz_task_detach", "blz_task_cancel", "blz_group_create_ex", "blz_group_cancel",
-         "blz_group_cancelled", "blz_cancelled", "blz_event_create", "blz_event_set", "blz_task_finish_later")
+         "blz_group_cancelled", "blz_cancelled", "blz_event_create", "blz_event_set", "blz_task_finish_later",
+         "blz_block_begin", "blz_block_end")
 
 
 def _declare(lib, names):

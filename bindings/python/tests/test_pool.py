@@ -364,7 +364,8 @@ class TestParallelFor(PoolTestCase):
 class TestStats(PoolTestCase):
     FIELDS = ["struct_size", "num_threads", "sleeping_now", "inactive_now", "jobs_executed",
               "jobs_injected", "steals", "sleeps", "wakeups", "spurious_wakeups",
-              "sleep_aborts", "tasks_failed", "run_ns", "search_ns", "sleep_ns"]
+              "sleep_aborts", "tasks_failed", "run_ns", "search_ns", "sleep_ns",
+              "spares_now", "blocked_now", "max_spares", "spares_peak", "spares_started", "spares_retired"]
 
     def test_fields(self):
         stats = self.pool.stats()

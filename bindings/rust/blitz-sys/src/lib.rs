@@ -179,7 +179,15 @@ pub struct blz_pool_config {
     pub spawn_thread: blz_spawn_thread_fn,
     /// Passed to `spawn_thread`. (0.2)
     pub spawn_user: *mut c_void,
+    /// Spare threads at most while workers sit in blocking sections
+    /// ([`blz_block_begin`]); 0: one per worker; [`BLZ_NO_SPARES`]: none. (0.3)
+    pub max_spares: u32,
+    /// Milliseconds a spare stays without a job before it retires; 0: 1000. (0.3)
+    pub spare_idle_ms: u32,
 }
+
+/// [`blz_pool_config::max_spares`]: no spare threads at all. (0.3)
+pub const BLZ_NO_SPARES: u32 = 0xFFFF_FFFF;
 
 /// A snapshot of a pool's counters, filled by [`blz_pool_stats`]. Counters
 /// are summed over workers without stopping them, so a snapshot taken while
@@ -242,6 +250,18 @@ pub struct blz_stats {
     pub search_ns: u64,
     /// Nanoseconds the workers spent blocked. (0.2)
     pub sleep_ns: u64,
+    /// Spare threads alive now ([`blz_block_begin`]). (0.3)
+    pub spares_now: u32,
+    /// Threads of the pool inside a blocking section now. (0.3)
+    pub blocked_now: u32,
+    /// The pool's bound on spares. (0.3)
+    pub max_spares: u32,
+    /// The most spares ever alive at once. (0.3)
+    pub spares_peak: u32,
+    /// Spare threads started so far. (0.3)
+    pub spares_started: u64,
+    /// Spare threads retired so far (idle for `spare_idle_ms`). (0.3)
+    pub spares_retired: u64,
 }
 
 /// C's `uintptr_t`, as blitz.h spells it.
@@ -377,6 +397,14 @@ extern "C" {
     /// Runs `f(arg)` as `blz_call` does, isolated: every wait inside it runs
     /// only work forked or spawned inside it. (0.3)
     pub fn blz_isolate(pool: *mut blz_pool, f: blz_fn, arg: *mut c_void) -> blz_status;
+    /// The calling task is about to block outside the pool: on a worker, the
+    /// pool stands a spare (or a thread the cap held back) in until
+    /// [`blz_block_end`]. Nests; `BLZ_OK`. (0.3)
+    pub fn blz_block_begin() -> blz_status;
+    /// Ends the section of the last [`blz_block_begin`]; `BLZ_EINVAL` if none is open. (0.3)
+    pub fn blz_block_end() -> blz_status;
+    /// `f(arg)` as a blocking section; `BLZ_ETASK` if it threw. (0.3)
+    pub fn blz_blocking(f: blz_fn, arg: *mut c_void) -> blz_status;
     /// Creates an empty group with `flags` (0 or `BLZ_GROUP_CANCEL_ON_FAILURE`). (0.2)
     pub fn blz_group_create_ex(pool: *mut blz_pool, flags: u32, out_group: *mut *mut blz_group) -> blz_status;
     /// Waits as `blz_group_wait` does, but at most `timeout_ns`. (0.2)

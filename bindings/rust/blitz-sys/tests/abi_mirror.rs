@@ -178,6 +178,7 @@ fn rust_constants() -> Vec<RustConst> {
         BLZ_SIZE_FROM_ENVIRONMENT,
         BLZ_SIZE_FROM_AFFINITY,
         BLZ_SIZE_FROM_CPU_QUOTA,
+        BLZ_NO_SPARES,
     ]
 }
 
@@ -243,6 +244,8 @@ fn rust_structs() -> Vec<Layout> {
             cpu_list: *const c_char,
             spawn_thread: blz_spawn_thread_fn,
             spawn_user: *mut c_void,
+            max_spares: u32,
+            spare_idle_ms: u32,
         }),
         layout!(blz_stats {
             struct_size: u32,
@@ -260,6 +263,12 @@ fn rust_structs() -> Vec<Layout> {
             run_ns: u64,
             search_ns: u64,
             sleep_ns: u64,
+            spares_now: u32,
+            blocked_now: u32,
+            max_spares: u32,
+            spares_peak: u32,
+            spares_started: u64,
+            spares_retired: u64,
         }),
         layout!(blz_spawn_options {
             struct_size: u32,
@@ -462,6 +471,9 @@ fn rust_functions() -> Vec<Sig> {
         blz_event_destroy: fn(*mut blz_event) -> blz_status;
         blz_task_finish_later: fn(*mut *mut blz_event) -> blz_status;
         blz_isolate: fn(*mut blz_pool, blz_fn, *mut c_void) -> blz_status;
+        blz_block_begin: fn() -> blz_status;
+        blz_block_end: fn() -> blz_status;
+        blz_blocking: fn(blz_fn, *mut c_void) -> blz_status;
         blz_default_size: fn(*mut blz_default_size_info) -> blz_status;
         blz_pool_shared: fn(*const blz_pool_config, *mut *mut blz_pool) -> blz_status;
         blz_group_create_ex: fn(*mut blz_pool, u32, *mut *mut blz_group) -> blz_status;
@@ -556,6 +568,8 @@ fn a_wrong_layout_is_caught() {
         cpu_list: *const c_char,
         spawn_thread: blz_spawn_thread_fn,
         spawn_user: *mut c_void,
+        max_spares: u32,
+        spare_idle_ms: u32,
     });
     rust[1].align *= 2;
     let found = struct_mismatches(&rust, &h, &abi);

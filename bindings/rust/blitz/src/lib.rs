@@ -90,8 +90,8 @@ pub use builder::{CustomSpawn, DefaultSpawn, ThreadBuilder, ThreadPoolBuildError
 pub use error::{Error, PanicPayload};
 pub use job::{join_context, FnContext};
 pub use pool::{
-    broadcast, current_num_threads, current_thread_index, is_cancelled, isolate, join, max_num_threads, spawn,
-    spawn_broadcast, spawn_fifo, ThreadPool,
+    block_in_place, broadcast, current_num_threads, current_thread_index, is_cancelled, isolate, join, max_num_threads,
+    spawn, spawn_broadcast, spawn_fifo, ThreadPool,
 };
 pub use registry::Registry;
 pub use scope::{in_place_scope, in_place_scope_fifo, scope, scope_fifo, Scope, ScopeFifo};

@@ -622,6 +622,47 @@ where
     }
 }
 
+/// Runs `f` on the calling thread as a blocking section (`blz_block_begin`,
+/// `blz_block_end`): for a task about to block outside the pool (I/O, a
+/// lock, a channel fed from elsewhere). On a pool's worker, the pool stands
+/// a spare thread (or a worker its cap held back) in while `f` runs, so
+/// joins and other tasks keep as many threads as the pool has; on any other
+/// thread nothing changes. Keep only the blocking call inside; sections
+/// nest, and a panic of `f` closes the section as it unwinds.
+///
+/// A spare thread's [`current_thread_index`] is `num_threads` or more
+/// (below `num_threads` plus the pool's spare bound, one per worker by
+/// default): code that indexes per-thread arrays by it must size them for
+/// both.
+///
+/// ```
+/// let pool = blitz::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// pool.spawn(move || {
+///     let got = blitz::block_in_place(|| rx.recv().unwrap());  // the worker waits; a spare runs the rest
+///     assert_eq!(got, 42);
+/// });
+/// assert_eq!(pool.install(|| blitz::join(|| 40, || 2)), (40, 2));  // runs while the task waits
+/// tx.send(42).unwrap();
+/// ```
+pub fn block_in_place<F, R>(f: F) -> R
+where
+    F: FnOnce() -> R,
+{
+    struct Section;
+    impl Drop for Section {
+        fn drop(&mut self) {
+            // SAFETY: no arguments; closes the section opened below on this
+            // thread (BLZ_EINVAL is impossible: it is open).
+            unsafe { sys::blz_block_end() };
+        }
+    }
+    // SAFETY: no arguments; never fails (blitz.h).
+    unsafe { sys::blz_block_begin() };
+    let _section = Section;
+    f()
+}
+
 /// The calling thread's index in its pool (`0 .. num_threads`) if it is a
 /// worker of a [`ThreadPool`], else `None`.
 pub fn current_thread_index() -> Option<usize> {

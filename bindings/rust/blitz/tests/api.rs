@@ -980,3 +980,38 @@ fn isolate_returns_the_value_runs_forks_inside_and_resumes_panics() {
     let caught = panic::catch_unwind(AssertUnwindSafe(|| pool.isolate(|| panic!("inside isolate"))));
     assert_eq!(message(&*caught.unwrap_err()), "inside isolate");
 }
+
+#[test]
+fn block_in_place_keeps_the_pool_running_beside_blocked_tasks() {
+    let pool = pool(2);
+    let release = Arc::new(AtomicBool::new(false));
+    let entered = Arc::new(AtomicUsize::new(0));
+    for _ in 0..2 {
+        let (release, entered) = (release.clone(), entered.clone());
+        pool.spawn(move || {
+            blitz::block_in_place(|| {
+                entered.fetch_add(1, Ordering::SeqCst);
+                while !release.load(Ordering::SeqCst) {
+                    thread::sleep(Duration::from_micros(50));
+                }
+            })
+        });
+    }
+    while entered.load(Ordering::SeqCst) < 2 {
+        thread::sleep(Duration::from_micros(50));
+    }
+    // Both workers block inside sections: the fork-join runs on stand-ins
+    // while neither can have returned (release is still false).
+    assert_eq!(pool.install(|| fib(20)), 6765);
+    assert!(!release.load(Ordering::SeqCst));
+    let stats = pool.stats();
+    assert_eq!(stats.blocked_now, 2);
+    assert!(stats.spares_started >= 1 && stats.spares_now <= stats.max_spares);
+    release.store(true, Ordering::SeqCst);
+    // A panic inside closes the section as it unwinds.
+    quiet_panics();
+    let caught = panic::catch_unwind(|| blitz::block_in_place(|| -> i32 { panic!("blocked on purpose") }));
+    assert!(caught.is_err());
+    // SAFETY: no arguments.
+    assert_eq!(unsafe { blitz::sys::blz_block_end() }, blitz::sys::BLZ_EINVAL);
+}
