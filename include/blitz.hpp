@@ -1,7 +1,7 @@
 /**
  * @file blitz.hpp
  * @brief libblitz for C++17: RAII handles, lambdas, values and exceptions
- *        over the C ABI of blitz.h.
+ *        over the C ABI of blitz.h; with C++20, coroutines (blz::co).
  *
  * Header-only. Everything here is an inline or template layer over the
  * functions and records of blitz.h: only the C ABI crosses the library
@@ -30,6 +30,10 @@
  *
  * Failures of the C API itself (a status other than BLZ_OK) are thrown as
  * blz::error, which carries the status.
+ *
+ * Coroutines (C++20, 0.3). blz::co::task<T> coroutines run on a pool's
+ * workers and await tasks, C tasks and other coroutines without blocking
+ * a thread: see the section "C++20 coroutines" near the end of this file.
  *
  * Cancellation (0.2). group::cancel() skips the group's tasks that have not
  * started; running ones are not interrupted but may poll blz::cancelled()

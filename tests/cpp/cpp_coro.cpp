@@ -533,3 +533,25 @@ TEST_CASE("pool destroyed while a coroutine is suspended on its work", "[cpp][co
     CHECK(kept.get() == 9);  // the value outlives the pool
     CHECK(tracked::live.load() == live_before);
 }
+
+TEST_CASE("co::spawned dropped before, at and after its coroutine's end: each frame freed once", "[cpp][coro][lifetime]") {
+    Watchdog watchdog("co::spawned drops", seconds(120));
+    const int live_before = tracked::live.load();
+    std::atomic<int> ended{0};
+    {
+        blz::pool pool(2);
+        auto short_one = [](tracked, std::atomic<int> &e) -> co::task<int> {
+            e.fetch_add(1);
+            co_return 1;
+        };
+        // Dropped at once: racing the coroutine's end, either side first.
+        for (int i = 0; i < 500; ++i) (void)co::spawn(pool, short_one(tracked{}, ended));
+        // Dropped after the end (the owner frees the frame).
+        co::spawned<int> finished = co::spawn(pool, short_one(tracked{}, ended));
+        REQUIRE(finished.wait_for(seconds(30)));
+        finished = co::spawned<int>();
+        CHECK_FALSE(finished.valid());
+    }  // the pool's destroy ran every coroutine to its end
+    CHECK(ended.load() == 501);
+    CHECK(tracked::live.load() == live_before);
+}
