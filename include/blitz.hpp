@@ -2040,6 +2040,7 @@ public:
         }
         return *this;
     }
+    /** Destroys the coroutine's frame if it never started (the arguments it copied go with it). */
     ~task() { reset(); }
 
     /** @return true if it holds a coroutine not yet awaited or spawned. */
