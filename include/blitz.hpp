@@ -638,10 +638,11 @@ public:
     // waking it (then the waiter must wait for that wake).
     bool unpark(waiter &w) noexcept {
         std::uintptr_t expected = reinterpret_cast<std::uintptr_t>(&w);
-        // relaxed on success: no data goes either way, w is simply not
-        // parked any more. acquire on failure: the completer's writes, as
-        // in park().
-        return word_.compare_exchange_strong(expected, kEmpty, std::memory_order_relaxed,
+        // acquire on failure: the completer's writes, as in park(). On
+        // success no data goes either way (w is simply not parked any
+        // more), but a success order weaker than the failure order is
+        // rejected by compilers (g++'s -Winvalid-memory-model): acquire too.
+        return word_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire,
                                              std::memory_order_acquire);
     }
 
