@@ -691,9 +691,10 @@ private:
     std::atomic<std::uintptr_t> word_{kEmpty};
 };
 
-// The awaiter of a blz::task (C++20, defined with the coroutines).
+// The awaiters of a blz::task and a blz::group (C++20, defined with the coroutines).
 template <class T>
 struct task_awaiter;
+struct cxx_group_awaiter;
 
 // A spawned task's result, exception and final status. Two references hold
 // it: the blz::task (until the task is joined, or detached) and the C API
@@ -1185,6 +1186,7 @@ public:
 
 private:
     friend class pool;
+    friend struct detail::cxx_group_awaiter;
 
     using handle_t = detail::unique_handle<blz_group, detail::group_state, &blz_group_destroy>;
 
@@ -1995,6 +1997,141 @@ struct native_completion {
     }
 };
 
+// Spawns a coroutine's resumption, fn(arg), onto its pool, queued once
+// every predecessor named in opts has completed, whatever it ended with
+// (BLZ_SPAWN_AFTER_ANY_END): nothing waits meanwhile. From the spawn on,
+// the coroutine may run on another worker: the caller touches nothing of
+// it (nor of an awaiter in its frame) after this call.
+inline blz_status spawn_resumption_after(blz_pool *pool, blz_fn fn, void *arg, blz_spawn_options &opts) noexcept {
+    opts.flags |= BLZ_SPAWN_AFTER_ANY_END;
+    return blz_spawn_ex(pool, fn, arg, &opts, nullptr);
+}
+
+template <class P>
+blz_pool *pool_of(std::coroutine_handle<P> h) noexcept {
+    static_assert(std::is_base_of_v<promise_base, P>,
+                  "blz::co: blz awaitables are awaited in a blz::co::task coroutine");
+    return h.promise().pool;
+}
+
+// co::after(event): the resumption runs after the event; the await then
+// reads the status the event was set with.
+struct event_awaiter {
+    blz_event *event;
+
+    // Set already: no suspension.
+    bool await_ready() const {
+        if (event == nullptr) throw error(BLZ_EINVAL, "blz::co::after: null event");
+        return blz_event_wait_for(event, 0) != BLZ_ETIMEDOUT;
+    }
+
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> h) const {
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        blz_event *const events[1] = {event};  // read during the spawn only
+        opts.after_events = events;
+        opts.num_after_events = 1;
+        check(spawn_resumption_after(pool_of(h), &resume_job, h.address(), opts), "blz::co::after");
+    }
+
+    blz_status await_resume() const noexcept { return blz_event_wait_for(event, 0); }
+};
+
+// co::after(task): the resumption runs once the task finished; the await
+// then joins it (at once: it has finished) and gives its status.
+struct native_join_awaiter {
+    blz_task *task;
+    blz_status status = BLZ_OK;
+
+    // Finished already (the poll then freed the handle), or a wait that
+    // fails (BLZ_EDEADLK: the coroutine runs inside that task): no suspension.
+    bool await_ready() {
+        if (task == nullptr) throw error(BLZ_EINVAL, "blz::co::after: null task");
+        status = blz_task_wait_for(task, 0);
+        if (status == BLZ_ETIMEDOUT) return false;
+        if (status != BLZ_EDEADLK && status != BLZ_EINVAL) task = nullptr;  // freed
+        return true;
+    }
+
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> h) const {
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        blz_task *const tasks[1] = {task};
+        opts.after_tasks = tasks;
+        opts.num_after_tasks = 1;
+        check(spawn_resumption_after(pool_of(h), &resume_job, h.address(), opts), "blz::co::after");
+    }
+
+    blz_status await_resume() noexcept {
+        if (task != nullptr && status == BLZ_ETIMEDOUT) status = blz_join(std::exchange(task, nullptr));
+        return status;
+    }
+};
+
+// co::after(group) and co_await of a blz::group: the resumption runs once
+// the group has no task left; it then polls the group as a wait of it
+// would (which reports and resets it). Tasks spawned into the group after
+// the resumption was queued make the poll time out: the check is queued
+// again after the group, until the poll finds it empty.
+struct group_awaiter {
+    explicit group_awaiter(blz_group *g) noexcept : group(g) {}
+
+    bool await_ready() {
+        if (group == nullptr) throw error(BLZ_EINVAL, "blz::co::after: null group");
+        status = blz_group_wait_for(group, 0);
+        return status != BLZ_ETIMEDOUT;  // empty (or a wait that fails): no suspension
+    }
+
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> h) {
+        coroutine = h;
+        pool = pool_of(h);
+        check(queue_check(), "blz::co::after");
+    }
+
+    blz_status await_resume() const noexcept { return status; }
+
+    blz_group *group;
+    blz_status status = BLZ_OK;
+
+private:
+    blz_status queue_check() noexcept {
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        blz_group *const groups[1] = {group};
+        opts.after_groups = groups;
+        opts.num_after_groups = 1;
+        return spawn_resumption_after(pool, &check_again, this, opts);
+    }
+
+    // The resumption: this awaiter lives in the suspended coroutine's frame.
+    static void check_again(void *arg) {
+        auto *self = static_cast<group_awaiter *>(arg);
+        self->status = blz_group_wait_for(self->group, 0);
+        if (self->status == BLZ_ETIMEDOUT) {
+            const blz_status queued = self->queue_check();
+            if (queued == BLZ_OK) return;  // `self` may be resumed and gone from here on
+            self->status = queued;         // the pool refused: the await reports why
+        }
+        self->coroutine.resume();
+    }
+
+    std::coroutine_handle<> coroutine;
+    blz_pool *pool = nullptr;
+};
+
+// co_await of a blz::group: group_awaiter, then what wait() reports.
+struct cxx_group_awaiter : group_awaiter {
+    explicit cxx_group_awaiter(blz::group &g)
+        : group_awaiter(g.checked("blz::group: co_await")), awaited(g) {}
+
+    void await_resume() const { awaited.finish(status, "blz::group: co_await"); }
+
+    blz::group &awaited;
+};
+
 }  // namespace detail
 /// @endcond
 
@@ -2464,7 +2601,79 @@ inline native_task spawn_ex(blz_pool *pool, blz_fn fn, void *arg, const blz_spaw
     return native_task(task, completion.release());
 }
 
+/**
+ * `blz_status s = co_await blz::co::after(event);` in a co::task: suspends
+ * the coroutine until the event is set (blz_event_set, from any thread),
+ * without a thread waiting: its resumption is spawned onto its pool with
+ * the event as predecessor (blz_spawn_options::after_events,
+ * BLZ_SPAWN_AFTER_ANY_END). An event set already does not suspend.
+ *
+ * The event must stay valid until the await returned (the await reads
+ * the status it was set with): to release a coroutine awaiting an event
+ * that will not come (at shutdown), set it with BLZ_ECANCELED, and destroy
+ * it afterwards. While the coroutine waits, its resumption is accepted
+ * work of its pool: the pool's destroy waits for the event's set.
+ *
+ * @param event the event (not NULL).
+ * @return the awaitable; awaiting it gives the event's status (BLZ_OK,
+ *         BLZ_ETASK or BLZ_ECANCELED).
+ * @throws error (from the co_await) BLZ_EINVAL for a NULL event; the
+ *         spawn's BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK (not suspended then).
+ */
+inline detail::event_awaiter after(blz_event *event) noexcept { return detail::event_awaiter{event}; }
+
+/**
+ * `blz_status s = co_await blz::co::after(task);` in a co::task, for a C
+ * task handle (blz_spawn, blz_spawn_ex): suspends the coroutine until the
+ * task has finished (its resumption is spawned with the task as
+ * predecessor, blz_spawn_options::after_tasks), then joins it: the handle
+ * is freed by the await, as by blz_join, and must not be used after.
+ * A task finished already does not suspend.
+ *
+ * @param task the handle, not joined, detached or waited for elsewhere.
+ * @return the awaitable; awaiting it gives blz_join's status (BLZ_OK,
+ *         BLZ_ETASK or BLZ_ECANCELED; BLZ_EDEADLK, the handle kept, when
+ *         the coroutine runs inside that task).
+ * @throws error (from the co_await) BLZ_EINVAL for a NULL task; the
+ *         spawn's BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK (not suspended
+ *         then; the handle stays the caller's).
+ */
+inline detail::native_join_awaiter after(blz_task *task) noexcept { return detail::native_join_awaiter{task}; }
+
+/**
+ * `blz_status s = co_await blz::co::after(group);` in a co::task, for a C
+ * group: suspends the coroutine until the group has no task left (its
+ * resumption is spawned with the group as predecessor,
+ * blz_spawn_options::after_groups), then reports what blz_group_wait would:
+ * the group is reset, as by a wait. Tasks spawned into the group while the
+ * coroutine waits are waited for too. A group with no task left does not
+ * suspend. For a blz::group, `co_await group` rethrows as wait() does.
+ *
+ * @param group the group; it must outlive the await.
+ * @return the awaitable; awaiting it gives blz_group_wait's status (BLZ_OK,
+ *         BLZ_ETASK, BLZ_ECANCELED; BLZ_EDEADLK without suspending when the
+ *         coroutine runs inside one of the group's tasks), or the status of
+ *         a spawn of its resumption that the pool refused.
+ * @throws error (from the co_await) BLZ_EINVAL for a NULL group; the
+ *         first spawn's BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK (not suspended then).
+ */
+inline detail::group_awaiter after(blz_group *group) noexcept { return detail::group_awaiter(group); }
+
 }  // namespace co
+
+/**
+ * co_await of a blz::group in a co::task (`co_await group;`): suspends the
+ * coroutine until every task of the group has run, without a thread
+ * waiting (co::after(group)), then reports as wait() does: rethrows the
+ * first exception of a task since the previous wait, else throws
+ * error(BLZ_ECANCELED) if the group was cancelled; the group is reset.
+ * The group must outlive the await.
+ * @param g the group (not empty).
+ * @return the awaiter.
+ * @throws error BLZ_EINVAL for an empty group; as wait(); the spawn's
+ *         BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK.
+ */
+inline detail::cxx_group_awaiter operator co_await(group &g) { return detail::cxx_group_awaiter(g); }
 
 /// @cond BLZ_DETAIL
 namespace detail {

@@ -555,3 +555,183 @@ TEST_CASE("co::spawned dropped before, at and after its coroutine's end: each fr
     CHECK(ended.load() == 501);
     CHECK(tracked::live.load() == live_before);
 }
+
+// ---------------------------------------------------------------------------
+// Awaits through the dependency options (blz_spawn_options::after_*):
+// events, C task handles, groups.
+
+TEST_CASE("co::after(event): set from an outside thread; a 1-worker pool stays idle meanwhile", "[cpp][coro][event]") {
+    Watchdog watchdog("co_await event", seconds(120));
+    blz::pool pool(1);
+    nested_bodies.store(0);
+    blz_event *ok = nullptr;
+    blz_event *failed = nullptr;
+    REQUIRE(blz_event_create(&ok) == BLZ_OK);
+    REQUIRE(blz_event_create(&failed) == BLZ_OK);
+    std::atomic<int> awaits_started{0};
+    auto awaits = [&](blz_event *event) -> co::task<blz_status> {
+        body_enters();
+        awaits_started.fetch_add(1);
+        const blz_status status = co_await counted_await(co::after(event));
+        body_leaves();
+        co_return status;
+    };
+    co::spawned<blz_status> a = co::spawn(pool, awaits(ok));
+    co::spawned<blz_status> b = co::spawn(pool, awaits(failed));
+    REQUIRE(blz_test::eventually([&] { return awaits_started.load() == 2; }));
+    // The only worker is idle: neither coroutine waits inside a job.
+    CHECK(some_worker_idle(pool, 0));
+    CHECK_FALSE(a.is_ready());
+    CHECK_FALSE(b.is_ready());
+    std::thread setter([&] {
+        (void)blz_event_set(failed, BLZ_ETASK);
+        (void)blz_event_set(ok, BLZ_OK);
+    });
+    CHECK(a.get() == BLZ_OK);
+    CHECK(b.get() == BLZ_ETASK);
+    setter.join();
+    // Set already: no suspension.
+    CHECK(co::spawn(pool, awaits(ok)).get() == BLZ_OK);
+    CHECK(nested_bodies.load() == 0);
+    CHECK(blz_event_destroy(ok) == BLZ_OK);
+    CHECK(blz_event_destroy(failed) == BLZ_OK);
+
+    auto null_event = []() -> co::task<int> {
+        try {
+            (void)co_await co::after(static_cast<blz_event *>(nullptr));
+        } catch (const blz::error &e) {
+            co_return e.status();
+        }
+        co_return 0;
+    };
+    CHECK(co::spawn(pool, null_event()).get() == BLZ_EINVAL);
+}
+
+TEST_CASE("pool destroyed while a coroutine awaits an event: destroy waits for the set", "[cpp][coro][event][lifetime]") {
+    Watchdog watchdog("destroy with a coroutine awaiting an event", seconds(120));
+    blz_event *never = nullptr;
+    REQUIRE(blz_event_create(&never) == BLZ_OK);
+    std::atomic<int> started{0};
+    auto pool = std::make_unique<blz::pool>(2);
+    auto awaits = [&]() -> co::task<blz_status> {
+        started.fetch_add(1);
+        co_return co_await co::after(never);
+    };
+    co::spawned<blz_status> kept = co::spawn(*pool, awaits());
+    { co::spawned<blz_status> dropped = co::spawn(*pool, awaits()); }
+    REQUIRE(blz_test::eventually([&] { return started.load() == 2; }));
+    std::atomic<bool> destroyed{false};
+    std::thread destroyer([&] {
+        pool.reset();
+        destroyed.store(true);
+    });
+    std::this_thread::sleep_for(milliseconds(20));
+    CHECK_FALSE(destroyed.load());  // the resumptions are accepted work
+    // The way out: set the event (BLZ_ECANCELED), then destroy it.
+    CHECK(blz_event_set(never, BLZ_ECANCELED) == BLZ_OK);
+    destroyer.join();
+    CHECK(kept.get() == BLZ_ECANCELED);
+    CHECK(blz_event_destroy(never) == BLZ_OK);
+}
+
+TEST_CASE("co::after(task): a C task handle awaited and joined", "[cpp][coro][task]") {
+    Watchdog watchdog("co_await C task handle", seconds(120));
+    Gate gate;
+    blz::pool pool(2);
+    OpenOnExit opener{gate};
+    nested_bodies.store(0);
+    blz_task *held = nullptr;
+    REQUIRE(blz_spawn(pool.native_handle(), blz_test::gate_fn, &gate, &held) == BLZ_OK);
+    auto awaits = [&](blz_task *t) -> co::task<blz_status> {
+        body_enters();
+        const blz_status status = co_await counted_await(co::after(t));
+        body_leaves();
+        co_return status;
+    };
+    co::spawned<blz_status> s = co::spawn(pool, awaits(held));
+    REQUIRE(gate.wait_entered());
+    CHECK(some_worker_idle(pool, 1));
+    CHECK_FALSE(s.is_ready());
+    gate.release();
+    CHECK(s.get() == BLZ_OK);  // and the handle is freed: ASan reports a leak otherwise
+
+    auto fails = [] { blz_fail(); };
+    blz_task *failing = nullptr;
+    REQUIRE(blz_spawn(pool.native_handle(), blz_test::thunk_of(fails), &fails, &failing) == BLZ_OK);
+    CHECK(co::spawn(pool, awaits(failing)).get() == BLZ_ETASK);
+    CHECK(nested_bodies.load() == 0);
+}
+
+TEST_CASE("co_await of a group: waits for tasks spawned meanwhile, rethrows, resets", "[cpp][coro][group]") {
+    Watchdog watchdog("co_await group", seconds(120));
+    Gate first;
+    Gate second;
+    blz::pool pool(2);
+    OpenOnExit open_first{first};
+    OpenOnExit open_second{second};
+    nested_bodies.store(0);
+    blz::group group = pool.group();
+    std::atomic<bool> first_done{false};
+    group.spawn([&] {
+        job_runs();
+        first.pass();
+        first_done.store(true);
+    });
+    std::atomic<bool> started{false};
+    auto awaits = [&]() -> co::task<int> {
+        body_enters();
+        started.store(true);
+        co_await counted_await(group);
+        int result = 1;
+        group.spawn([] { throw test_error{12}; });
+        try {
+            co_await counted_await(group);
+        } catch (const test_error &e) {
+            result += e.code;
+        }
+        co_await counted_await(group);  // reset by the previous await: nothing to report
+        body_leaves();
+        co_return result;
+    };
+    REQUIRE(first.wait_entered());
+    co::spawned<int> s = co::spawn(pool, awaits());
+    REQUIRE(blz_test::eventually([&] { return started.load(); }));
+    CHECK(some_worker_idle(pool, 1));  // first holds one worker; the coroutine is suspended
+    // A task spawned into the group while the coroutine waits: waited for too.
+    group.spawn([&] {
+        job_runs();
+        second.pass();
+    });
+    REQUIRE(second.wait_entered());
+    first.release();
+    REQUIRE(blz_test::eventually([&] { return first_done.load(); }));
+    CHECK(some_worker_idle(pool, 1));  // second holds one worker, the coroutine none
+    CHECK_FALSE(s.is_ready());
+    second.release();
+    CHECK(s.get() == 13);
+    CHECK(nested_bodies.load() == 0);
+
+    // A C group through co::after: its status, and the group is reset.
+    blz_group *c_group = nullptr;
+    REQUIRE(blz_group_create(pool.native_handle(), &c_group) == BLZ_OK);
+    auto fails = [] { blz_fail(); };
+    REQUIRE(blz_group_spawn(c_group, blz_test::thunk_of(fails), &fails) == BLZ_OK);
+    auto c_awaits = [&]() -> co::task<int> {
+        const blz_status failed = co_await co::after(c_group);
+        const blz_status after_reset = co_await co::after(c_group);
+        co_return failed == BLZ_ETASK && after_reset == BLZ_OK ? 1 : 0;
+    };
+    CHECK(co::spawn(pool, c_awaits()).get() == 1);
+    CHECK(blz_group_destroy(c_group) == BLZ_OK);
+
+    blz::group empty;
+    auto empty_group = [&]() -> co::task<int> {
+        try {
+            co_await empty;
+        } catch (const blz::error &e) {
+            co_return e.status();
+        }
+        co_return 0;
+    };
+    CHECK(co::spawn(pool, empty_group()).get() == BLZ_EINVAL);
+}
