@@ -1690,6 +1690,12 @@ std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t
  *   - co::when_all(spawned...): waits for many at once, with one resumption.
  *   - co_await of a blz::task (pool.spawn(f)) or of co::spawn_ex (a C task
  *     spawned by blz_spawn_ex): the task's on_done resumes the coroutine.
+ *   - co_await of co::after(event), co::after(C task handle),
+ *     co::after(C group) or of a blz::group: the coroutine's resumption is
+ *     spawned with that predecessor (blz_spawn_options::after_events,
+ *     after_tasks, after_groups, with BLZ_SPAWN_AFTER_ANY_END), so the pool
+ *     queues it once the predecessor completed; the await then reads the
+ *     outcome (the event's status, a join, the group's wait report).
  *
  * Resumption (the hand-off). An await parks the coroutine in a handoff
  * word; the completer (an on_done, or a spawned coroutine's end) marks the
@@ -1715,7 +1721,11 @@ std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t
  * accepted work of that pool: its resumption is spawned before the awaited
  * task counts as finished, so ~pool() (blz_pool_destroy) waits for it to
  * run to its end (or its next suspension on such work), as it waits for
- * any task. A co::spawned<T> destroyed before its coroutine ended detaches
+ * any task. A coroutine suspended on an event, a C task handle or a group
+ * (co::after) has its resumption spawned already, waiting for that
+ * predecessor: accepted work too, so the destroy waits until the event is
+ * set (set it with BLZ_ECANCELED to release it at shutdown, and destroy
+ * it only after the await returned: the await reads its status). A co::spawned<T> destroyed before its coroutine ended detaches
  * it: the coroutine runs on and frees its own frame at its end, and its
  * value or exception is dropped. A co::spawned<T> that outlives its pool
  * keeps its value: get() still returns it. The one rule: a coroutine must

@@ -77,7 +77,19 @@ blz::co::task<int> coro_all(blz::pool &pool) {
     blz::task<void> kept = pool.spawn([] {});
     co_await kept;
     const blz_status status = co_await blz::co::spawn_ex(pool.native_handle(), [](void *) {}, nullptr);
-    co_return values[3] + spawned + (status == BLZ_OK ? 100 : 0);
+    blz_event *event = nullptr;
+    blz_status set = blz_event_create(&event);
+    if (set == BLZ_OK && blz_event_set(event, BLZ_OK) == BLZ_OK) set = co_await blz::co::after(event);
+    if (event != nullptr) (void)blz_event_destroy(event);
+    blz_task *c_task = nullptr;
+    blz_status joined = blz_spawn(pool.native_handle(), [](void *) {}, nullptr, &c_task);
+    if (joined == BLZ_OK) joined = co_await blz::co::after(c_task);
+    blz::group group = pool.group();
+    group.spawn([] {});
+    co_await group;
+    const blz_status waited = co_await blz::co::after(group.native_handle());
+    const bool all_ok = status == BLZ_OK && set == BLZ_OK && joined == BLZ_OK && waited == BLZ_OK;
+    co_return values[3] + spawned + (all_ok ? 100 : 0);
 }
 
 static_assert(!std::is_copy_constructible_v<blz::co::task<int>>, "co::task is move-only");
