@@ -2195,7 +2195,17 @@ public:
     bool valid() const noexcept { return static_cast<bool>(frame_); }
 
     /// @cond BLZ_DETAIL
+    // Owns the child's frame from the co_await on (the task is empty then),
+    // and destroys it with the co_await's temporaries, after its value was
+    // taken.
     struct awaiter {
+        explicit awaiter(std::coroutine_handle<promise_type> frame) noexcept : child(frame) {}
+        awaiter(awaiter &&other) noexcept : child(std::exchange(other.child, {})) {}
+        awaiter &operator=(awaiter &&) = delete;
+        ~awaiter() {
+            if (child) child.destroy();
+        }
+
         std::coroutine_handle<promise_type> child;
 
         bool await_ready() const noexcept { return !child; }
@@ -2218,11 +2228,12 @@ public:
 
     /**
      * Runs the coroutine now, on this thread, and resumes the awaiting one
-     * where it ends (`co_await std::move(t)`, or `co_await make()`).
+     * where it ends (`co_await std::move(t)`, or `co_await make()`); the
+     * task is empty from then on.
      * @return awaiting it gives its value, or rethrows its exception;
      *         error(BLZ_EINVAL) for an empty task.
      */
-    awaiter operator co_await() && noexcept { return awaiter{frame_}; }
+    awaiter operator co_await() && noexcept { return awaiter(std::exchange(frame_, {})); }
 
 private:
     friend struct detail::promise<T>;

@@ -254,6 +254,9 @@ TEST_CASE("exceptions travel up: awaited task, spawned coroutine, get, when_all"
     };
     auto catches = [&]() -> co::task<int> {
         int caught = 0;
+        co::task<int> named = thrower(-30);
+        caught += co_await std::move(named);
+        if (named.valid()) caught = -1000;  // awaited: empty
         try {
             (void)co_await thrower(3);
         } catch (const test_error &e) {
@@ -267,7 +270,7 @@ TEST_CASE("exceptions travel up: awaited task, spawned coroutine, get, when_all"
         co_return caught + co_await thrower(-100);
     };
     const std::uint64_t failed_before = pool.stats().tasks_failed;
-    CHECK(co::spawn(pool, catches()).get() == 143);
+    CHECK(co::spawn(pool, catches()).get() == 173);
     // The spawned thrower counted once; the awaited one travelled, uncounted.
     CHECK(pool.stats().tasks_failed == failed_before + 1);
 
