@@ -2,7 +2,8 @@
 """The fork path's benchmark (issue 31): what a fork-join costs through
 libblitz's C ABI (blitz_bench: blz_fork_join; blitz_inline_bench:
 blz_fork_join_inline, compiled into the caller), its C++ header
-(blitzxx_bench: pool.join; blitzxx_free_bench: blz::join) and its Rust
+(blitzxx_bench: pool.join; blitzxx_free_bench: blz::join; blitzco_bench:
+C++20 coroutines, co::spawn and co_await) and its Rust
 crate (bench/rust-join), next to Rayon, oneTBB, OpenMP tasks and plain
 recursion (seq_bench), in one run.
 
@@ -40,10 +41,12 @@ sys.path.insert(0, HERE)
 import run as harness  # noqa: E402  (bench/run.py: invoking, checksums, medians)
 
 C, CINL, CXX, CXXF = "libblitz C", "libblitz C inline", "libblitz C++", "libblitz C++ blz::join"
+CO = "libblitz C++ coroutines"
 RAYON, TBB, OMP, SEQ = "Rayon", "oneTBB", "OpenMP", "plain recursion"
 PROGRAMS = {C: "blitz_bench", CINL: "blitz_inline_bench", CXX: "blitzxx_bench", CXXF: "blitzxx_free_bench",
+            CO: "blitzco_bench",
             TBB: "tbb_bench", OMP: "omp_bench", SEQ: "seq_bench"}
-ORDER = [C, CINL, CXX, CXXF, RAYON, TBB, OMP, SEQ]
+ORDER = [C, CINL, CXX, CXXF, CO, RAYON, TBB, OMP, SEQ]
 RESULTS = os.path.join(HERE, "results")
 
 

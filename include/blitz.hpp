@@ -1,7 +1,7 @@
 /**
  * @file blitz.hpp
  * @brief libblitz for C++17: RAII handles, lambdas, values and exceptions
- *        over the C ABI of blitz.h.
+ *        over the C ABI of blitz.h; with C++20, coroutines (blz::co).
  *
  * Header-only. Everything here is an inline or template layer over the
  * functions and records of blitz.h: only the C ABI crosses the library
@@ -30,6 +30,10 @@
  *
  * Failures of the C API itself (a status other than BLZ_OK) are thrown as
  * blz::error, which carries the status.
+ *
+ * Coroutines (C++20, 0.3). blz::co::task<T> coroutines run on a pool's
+ * workers and await tasks, C tasks and other coroutines without blocking
+ * a thread: see the section "C++20 coroutines" near the end of this file.
  *
  * Cancellation (0.2). group::cancel() skips the group's tasks that have not
  * started; running ones are not interrupted but may poll blz::cancelled()
@@ -70,6 +74,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <functional>
 #include <iterator>
@@ -594,6 +599,103 @@ struct broadcast_frame {
     first_error errors;
 };
 
+// Someone waiting for a completion (a coroutine, a fan-in of several, a
+// blocked get()) as a handoff parks it: wake() is called once, by the
+// thread that completed, and says what that thread runs next.
+struct waiter {
+    // may_transfer: the caller is at a coroutine's final suspend point and
+    // can run a coroutine next by symmetric transfer. Returns the address of
+    // the coroutine to run so, or nullptr.
+    void *(*wake)(waiter &self, bool may_transfer) noexcept;
+};
+
+// One completion handed from the side that completes (an on_done, a
+// coroutine's end) to the one side that waits for it (an await, a get()),
+// which may come first in either order: the word says whether a waiter is
+// parked, the completion happened, or the owner left (a spawned coroutine
+// given up before its end). Each of park(), unpark(), detach() and
+// complete() is one atomic step, so exactly one side sees the other's mark
+// and acts on it: a parked waiter is woken once, never lost, and a
+// completion that came first is seen by the waiter that comes later.
+class handoff {
+public:
+    // The completer's mark is in the word before the waiter looks, or the
+    // waiter's after the completer looked: the waiter then parks. True
+    // when parked (w.wake will be called); false when it had completed
+    // already (nothing parked: the waiter goes on at once).
+    bool park(waiter &w) noexcept {
+        std::uintptr_t expected = kEmpty;
+        // release on success: the completer that takes w reads the fields
+        // the waiter wrote into it before. acquire on failure: the word was
+        // kDone, and what the completer wrote before completing (a result,
+        // an exception) is read next by this thread.
+        return word_.compare_exchange_strong(expected, reinterpret_cast<std::uintptr_t>(&w),
+                                             std::memory_order_release, std::memory_order_acquire);
+    }
+
+    // Takes a parked waiter back (a bounded wait that timed out): true if
+    // it was still parked, false if the completer took it already and is
+    // waking it (then the waiter must wait for that wake).
+    bool unpark(waiter &w) noexcept {
+        std::uintptr_t expected = reinterpret_cast<std::uintptr_t>(&w);
+        // acquire on failure: the completer's writes, as in park(). On
+        // success no data goes either way (w is simply not parked any
+        // more), but a success order weaker than the failure order is
+        // rejected by compilers (g++'s -Winvalid-memory-model): acquire too.
+        return word_.compare_exchange_strong(expected, kEmpty, std::memory_order_acquire,
+                                             std::memory_order_acquire);
+    }
+
+    // The owner gives the completion up: true when the completer will see
+    // the mark (and free what it must), false when it completed already
+    // (the owner frees).
+    bool detach() noexcept {
+        std::uintptr_t expected = kEmpty;
+        // acq_rel on success: the owner's last reads of the shared state
+        // happen before the completer frees it. acquire on failure: the
+        // completer's writes happen before the owner frees the state.
+        return word_.compare_exchange_strong(expected, kDetached, std::memory_order_acq_rel,
+                                             std::memory_order_acquire);
+    }
+
+    // What complete() found in the word.
+    struct previous {
+        std::uintptr_t word;
+        bool detached() const noexcept { return word == kDetached; }
+        // Wakes the parked waiter, if one was: what the caller runs next.
+        void *wake(bool may_transfer) const noexcept {
+            if (word == kEmpty || word == kDetached) return nullptr;
+            waiter *const w = reinterpret_cast<waiter *>(word);
+            return w->wake(*w, may_transfer);
+        }
+    };
+
+    // Marks the completion; at most once. The caller wakes the waiter it
+    // found, or frees the state when the owner left.
+    previous complete() noexcept {
+        // acq_rel: release publishes what was written before the completion
+        // to a waiter that parks later (its failed CAS acquires); acquire
+        // makes a parked waiter's fields (released by its park) readable.
+        return previous{word_.exchange(kDone, std::memory_order_acq_rel)};
+    }
+
+    // Whether it completed; acquire: then the completer's writes are visible.
+    bool done() const noexcept { return word_.load(std::memory_order_acquire) == kDone; }
+
+private:
+    // Never the address of a waiter (aligned to a pointer's size).
+    static constexpr std::uintptr_t kEmpty = 0;
+    static constexpr std::uintptr_t kDone = 1;
+    static constexpr std::uintptr_t kDetached = 2;
+
+    std::atomic<std::uintptr_t> word_{kEmpty};
+};
+
+// The awaiters of a blz::task and a blz::group (C++20, defined with the coroutines).
+template <class T>
+struct task_awaiter;
+struct cxx_group_awaiter;
+
 // A spawned task's result, exception and final status. Two references hold
 // it: the blz::task (until the task is joined, or detached) and the C API
 // (until the task's on_done ran, which happens for every accepted task,
@@ -614,6 +716,10 @@ struct task_state {
     slot<R> result;
     std::exception_ptr error;
     blz_status status = BLZ_OK;  // the join's status; set by the owner once the task finished
+    // What on_done reported, and its hand-off to a coroutine awaiting the
+    // task (co_await, C++20): written by on_done, then completed.
+    blz_status done_status = BLZ_OK;
+    handoff completion;
 
 private:
     std::atomic<int> refs_{2};
@@ -653,6 +759,11 @@ struct spawned_task final : task_state<R> {
               [](std::exception_ptr) noexcept {});
         self->fn.reset();  // a task skipped by a cancel never ran its callable
         self->on_done.reset();
+        self->done_status = status;
+        // A coroutine awaiting the task is resumed now, on its pool (from
+        // this worker, before the task counts as finished: the pool's
+        // destroy waits for the resumption too).
+        (void)self->completion.complete().wake(false);
         self->release();
     }
 
@@ -896,6 +1007,7 @@ public:
 
 private:
     friend class pool;
+    friend struct detail::task_awaiter<T>;
 
     using state_ptr = std::unique_ptr<detail::task_state<T>, detail::release_ref<detail::task_state<T>>>;
 
@@ -1099,6 +1211,7 @@ public:
 
 private:
     friend class pool;
+    friend struct detail::cxx_group_awaiter;
 
     using handle_t = detail::unique_handle<blz_group, detail::group_state, &blz_group_destroy>;
 
@@ -1580,6 +1693,1074 @@ std::pair<detail::value_t<detail::result_t<F>>, detail::value_t<detail::result_t
 }
 
 }  // namespace blz
+
+/*
+ * ---- C++20 coroutines (0.3): blz::co ----
+ *
+ * Compiled where the compiler has coroutines (C++20: g++ 11 and later,
+ * clang 14 and later); BLZ_HAS_COROUTINES is then 1. Everything is built
+ * on the same C calls as the rest of this header.
+ *
+ * A coroutine of type blz::co::task<T> runs on the workers of a pool, and
+ * none of its waits blocks a thread: a co_await that cannot go on at once
+ * suspends the coroutine, the worker goes back to other work, and
+ * whatever completes the awaited thing resumes the coroutine on its pool.
+ *
+ *   - co_await of another co::task: the child runs at once on the same
+ *     worker, and the parent goes on where the child ends (symmetric
+ *     transfer: no thread waits, the stack does not grow).
+ *   - co::spawn(pool, coro): starts the coroutine on the pool and returns a
+ *     co::spawned<T>, which a coroutine co_awaits (without blocking) or a
+ *     plain thread joins with get().
+ *   - co::when_all(spawned...): waits for many at once, with one resumption.
+ *   - co_await of a blz::task (pool.spawn(f)) or of co::spawn_ex (a C task
+ *     spawned by blz_spawn_ex): the task's on_done resumes the coroutine.
+ *   - co_await of co::after(event), co::after(C task handle),
+ *     co::after(C group) or of a blz::group: the coroutine's resumption is
+ *     spawned with that predecessor (blz_spawn_options::after_events,
+ *     after_tasks, after_groups, with BLZ_SPAWN_AFTER_ANY_END), so the pool
+ *     queues it once the predecessor completed; the await then reads the
+ *     outcome (the event's status, a join, the group's wait report).
+ *
+ * Resumption (the hand-off). An await parks the coroutine in a handoff
+ * word; the completer (an on_done, or a spawned coroutine's end) marks the
+ * word and, if a coroutine was parked, spawns its resumption onto that
+ * coroutine's pool (blz_spawn), or, at a spawned coroutine's end on a
+ * worker of that same pool, transfers to it directly. Either side may come
+ * first: one atomic step each decides (detail::handoff), so the
+ * completion is never lost and the coroutine is resumed exactly once.
+ *
+ * The pool a coroutine is resumed on is the pool co::spawn started it on;
+ * a co::task it co_awaits inherits it. A co_await of a blz awaitable is
+ * only possible in a co::task (the compiler says so otherwise).
+ *
+ * Exceptions: an exception leaving a coroutine travels to whoever awaits
+ * it (co_await rethrows it; get() rethrows it), as a value is returned
+ * (by value). One that ends a spawned coroutine also counts once in
+ * blz_stats::tasks_failed (blz_fail), as an exception of a task does.
+ * Cancellation (blz::cancelled, a group's cancel) does not reach into a
+ * coroutine: its resumptions belong to no group.
+ *
+ * Lifetimes and the pool's destruction. A coroutine suspended on work of
+ * its own pool (a blz::task, a C task, another coroutine spawned there) is
+ * accepted work of that pool: its resumption is spawned before the awaited
+ * task counts as finished, so ~pool() (blz_pool_destroy) waits for it to
+ * run to its end (or its next suspension on such work), as it waits for
+ * any task. A coroutine suspended on an event, a C task handle or a group
+ * (co::after) has its resumption spawned already, waiting for that
+ * predecessor: accepted work too, so the destroy waits until the event is
+ * set (set it with BLZ_ECANCELED to release it at shutdown, and destroy
+ * it only after the await returned: the await reads its status). A co::spawned<T> destroyed before its coroutine ended detaches
+ * it: the coroutine runs on and frees its own frame at its end, and its
+ * value or exception is dropped. A co::spawned<T> that outlives its pool
+ * keeps its value: get() still returns it. The one rule: a coroutine must
+ * not be suspended on another pool's work (or a spawned coroutine of
+ * another pool) when its own pool is destroyed: its resumption would be
+ * spawned onto a pool that is gone. If a pool refuses a resumption
+ * (BLZ_ENOMEM, or BLZ_ESHUTDOWN from outside it once destroy began), the
+ * coroutine is resumed on the thread that completed what it awaited,
+ * rather than never.
+ */
+#if defined(__cpp_impl_coroutine) && __cpp_impl_coroutine >= 201902L && defined(__has_include)
+#if __has_include(<coroutine>)
+#define BLZ_HAS_COROUTINES 1
+#endif
+#endif
+
+#if defined(BLZ_HAS_COROUTINES)
+#include <coroutine>
+#include <vector>
+
+namespace blz {
+
+/** C++20 coroutines on a pool: task, spawn, spawned, when_all, spawn_ex (see the section above). */
+namespace co {
+
+template <class T = void>
+class task;
+template <class T>
+class spawned;
+
+}  // namespace co
+
+/// @cond BLZ_DETAIL
+namespace detail {
+
+// What every co::task's promise holds besides its value.
+struct promise_base {
+    // The co::task that awaits this one, run at its end (symmetric
+    // transfer); empty for a spawned coroutine, whose end goes to `end`.
+    std::coroutine_handle<> continuation;
+    // Where this coroutine is resumed after a wait: its co::spawn's pool,
+    // or the pool of the coroutine that awaits it.
+    blz_pool *pool = nullptr;
+    // A spawned coroutine's end, handed to its co::spawned (unused in an
+    // awaited one).
+    handoff end;
+    std::exception_ptr error;
+
+    std::suspend_always initial_suspend() const noexcept { return {}; }
+
+    void unhandled_exception() {
+        std::exception_ptr e = std::current_exception();
+        if (!e) throw;  // an unwind that is not a C++ exception goes on (see guard())
+        // A spawned coroutine's exception counts once, as a task's does;
+        // an awaited one's travels to its awaiter, which may catch it.
+        if (!continuation && !is_cancellation(e)) blz_fail();
+        error = std::move(e);
+    }
+
+    void rethrow_if_failed() const {
+        if (error) std::rethrow_exception(error);
+    }
+};
+
+// Resumes a coroutine: the job a resumption is spawned as.
+inline void resume_job(void *address) { std::coroutine_handle<>::from_address(address).resume(); }
+
+// A co::task coroutine parked in a handoff, with the pool to resume it on.
+// It lives in the parked coroutine's frame: read by wake() before the
+// coroutine can run again, and not after.
+struct coroutine_waiter : waiter {
+    coroutine_waiter() noexcept : waiter{&wake_coroutine} {}
+
+    template <class P>
+    void set(std::coroutine_handle<P> h) noexcept {
+        static_assert(std::is_base_of_v<promise_base, P>,
+                      "blz::co: blz awaitables are awaited in a blz::co::task coroutine");
+        coroutine = h;
+        pool = h.promise().pool;
+    }
+
+    std::coroutine_handle<> coroutine;
+    blz_pool *pool = nullptr;
+
+private:
+    static void *wake_coroutine(waiter &self, bool may_transfer) noexcept {
+        auto &w = static_cast<coroutine_waiter &>(self);
+        // Copied: w is in the coroutine's frame, which may be gone once it ran.
+        const std::coroutine_handle<> coroutine = w.coroutine;
+        blz_pool *const pool = w.pool;
+        // Already on a worker of its pool at a coroutine's end: run it next, here.
+        if (may_transfer && blz_worker_index(pool) >= 0) return coroutine.address();
+        if (blz_spawn(pool, &resume_job, coroutine.address(), nullptr) == BLZ_OK) return nullptr;
+        // The pool refused (out of memory, or being destroyed): resumed
+        // here rather than never.
+        if (may_transfer) return coroutine.address();
+        coroutine.resume();
+        return nullptr;
+    }
+};
+
+// A thread (not a coroutine) blocked until the completion: get() and
+// wait_for(). The event is set once; a set that wakes the waiter may still
+// be inside blz_event_set when the waiter destroys it, which blitz.h allows.
+struct event_waiter : waiter {
+    explicit event_waiter(blz_event *e) noexcept : waiter{&wake_event}, event(e) {}
+
+    blz_event *event;
+
+private:
+    static void *wake_event(waiter &self, bool) noexcept {
+        (void)blz_event_set(static_cast<event_waiter &>(self).event, BLZ_OK);
+        return nullptr;
+    }
+};
+
+// Waits for h to complete, at most timeout_ns (UINT64_MAX: for ever),
+// blocking the calling thread (a worker runs other jobs meanwhile: it
+// waits in blz_event_wait_for). True once completed.
+inline bool block_until_done(handoff &h, std::uint64_t timeout_ns, const char *context) {
+    if (h.done()) return true;
+    if (timeout_ns == 0) return false;
+    blz_event *event = nullptr;
+    check(blz_event_create(&event), context);
+    event_waiter w(event);
+    bool completed = true;
+    if (h.park(w)) {
+        if (blz_event_wait_for(event, timeout_ns) == BLZ_ETIMEDOUT) {
+            if (h.unpark(w)) {
+                completed = false;
+            } else {
+                // The completer took w: its set comes next, and w must live until then.
+                (void)blz_event_wait_for(event, std::numeric_limits<std::uint64_t>::max());
+            }
+        }
+    }
+    (void)blz_event_destroy(event);
+    return completed;
+}
+
+// The end of every co::task: the awaiting co::task runs next, on this
+// thread (symmetric transfer); a spawned coroutine hands its end over.
+struct final_awaiter {
+    bool await_ready() const noexcept { return false; }
+
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> self) const noexcept {
+        promise_base &promise = self.promise();
+        if (promise.continuation) return promise.continuation;
+        return end_spawned(self, promise.end);
+    }
+
+    void await_resume() const noexcept {}
+
+private:
+    // The coroutine is suspended: from the complete() on, its
+    // co::spawned's owner may destroy it, so neither self's frame nor
+    // this object is touched after it.
+    static std::coroutine_handle<> end_spawned(std::coroutine_handle<> self, handoff &end) noexcept {
+        const handoff::previous before = end.complete();
+        if (before.detached()) {
+            self.destroy();  // its co::spawned was given up: nobody else will
+            return std::noop_coroutine();
+        }
+        void *const next = before.wake(true);
+        return next != nullptr ? std::coroutine_handle<>::from_address(next) : std::noop_coroutine();
+    }
+};
+
+template <class T>
+struct promise final : promise_base {
+    static_assert(!std::is_reference_v<T>, "blz::co::task<T>: T is returned by value");
+
+    co::task<T> get_return_object() noexcept;
+    final_awaiter final_suspend() const noexcept { return {}; }
+
+    template <class V = T>
+    void return_value(V &&v) {
+        value.emplace(std::forward<V>(v));
+    }
+    T take() {
+        rethrow_if_failed();
+        return std::move(*value);
+    }
+
+    std::optional<T> value;
+};
+
+template <>
+struct promise<void> final : promise_base {
+    co::task<void> get_return_object() noexcept;
+    final_awaiter final_suspend() const noexcept { return {}; }
+
+    void return_void() const noexcept {}
+    void take() const { rethrow_if_failed(); }
+};
+
+// Destroys a coroutine's frame at scope exit: after its value was moved
+// into what the caller returns.
+struct frame_guard {
+    std::coroutine_handle<> frame;
+    ~frame_guard() {
+        if (frame) frame.destroy();
+    }
+};
+
+template <class T>
+struct task_awaiter {
+    blz::task<T> &awaited;
+    coroutine_waiter waiter;
+
+    bool await_ready() const {
+        if (!awaited.valid()) throw error(BLZ_EINVAL, "blz::task: co_await of an empty task");
+        return false;
+    }
+
+    // The handle is given up (detached) first: the status comes from
+    // on_done, which the state keeps, and nothing joins the task.
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) {
+        if (blz_task *const handle = awaited.task_.get()) {
+            check(blz_task_detach(handle), "blz::task: co_await");
+            awaited.task_.handle_freed();
+        }
+        waiter.set(h);
+        return awaited.task_.state()->completion.park(waiter);
+    }
+
+    T await_resume() {
+        const auto state = awaited.task_.take_state();
+        if (state->error) std::rethrow_exception(state->error);
+        check(state->done_status, "blz::task: co_await");
+        return state->result.take();
+    }
+};
+
+// One co::spawned of a when_all: counts down the fan-in, and the last
+// completion resumes the awaiting coroutine.
+struct fan_in {
+    std::atomic<std::size_t> remaining{0};
+    coroutine_waiter parent;
+};
+
+struct fan_in_waiter : waiter {
+    fan_in_waiter() noexcept : waiter{&wake_fan_in} {}
+    fan_in *shared = nullptr;
+
+private:
+    static void *wake_fan_in(waiter &self, bool may_transfer) noexcept {
+        fan_in *const shared = static_cast<fan_in_waiter &>(self).shared;
+        // acq_rel: each completion releases its child's value; the last
+        // one acquires them all (the decrements form one release sequence)
+        // before it resumes the parent, which reads them.
+        if (shared->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return nullptr;
+        return shared->parent.wake(shared->parent, may_transfer);
+    }
+};
+
+// The C task of co::spawn_ex: its on_done (after the task finished)
+// completes the hand-off. Two references: the native_task and on_done.
+struct native_completion {
+    std::atomic<int> refs{2};
+    handoff end;
+    blz_status status = BLZ_OK;
+    blz_done_fn user_done = nullptr;
+    void *user_arg = nullptr;
+
+    void release() noexcept {
+        // acq_rel: the last releaser sees every write of the other one.
+        if (refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete this;
+    }
+
+    static void done(void *arg, blz_status status) {
+        auto *self = static_cast<native_completion *>(arg);
+        if (self->user_done != nullptr) self->user_done(self->user_arg, status);
+        self->status = status;
+        (void)self->end.complete().wake(false);
+        self->release();
+    }
+};
+
+// Spawns a coroutine's resumption, fn(arg), onto its pool, queued once
+// every predecessor named in opts has completed, whatever it ended with
+// (BLZ_SPAWN_AFTER_ANY_END): nothing waits meanwhile. From the spawn on,
+// the coroutine may run on another worker: the caller touches nothing of
+// it (nor of an awaiter in its frame) after this call.
+inline blz_status spawn_resumption_after(blz_pool *pool, blz_fn fn, void *arg, blz_spawn_options &opts) noexcept {
+    opts.flags |= BLZ_SPAWN_AFTER_ANY_END;
+    return blz_spawn_ex(pool, fn, arg, &opts, nullptr);
+}
+
+template <class P>
+blz_pool *pool_of(std::coroutine_handle<P> h) noexcept {
+    static_assert(std::is_base_of_v<promise_base, P>,
+                  "blz::co: blz awaitables are awaited in a blz::co::task coroutine");
+    return h.promise().pool;
+}
+
+// co::after(event): the resumption runs after the event; the await then
+// reads the status the event was set with.
+struct event_awaiter {
+    blz_event *event;
+
+    // Set already: no suspension.
+    bool await_ready() const {
+        if (event == nullptr) throw error(BLZ_EINVAL, "blz::co::after: null event");
+        return blz_event_wait_for(event, 0) != BLZ_ETIMEDOUT;
+    }
+
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> h) const {
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        blz_event *const events[1] = {event};  // read during the spawn only
+        opts.after_events = events;
+        opts.num_after_events = 1;
+        check(spawn_resumption_after(pool_of(h), &resume_job, h.address(), opts), "blz::co::after");
+    }
+
+    blz_status await_resume() const noexcept { return blz_event_wait_for(event, 0); }
+};
+
+// co::after(task): the resumption runs once the task finished; the await
+// then joins it (at once: it has finished) and gives its status.
+struct native_join_awaiter {
+    blz_task *task;
+    blz_status status = BLZ_OK;
+
+    // Finished already (the poll then freed the handle), or a wait that
+    // fails (BLZ_EDEADLK: the coroutine runs inside that task): no suspension.
+    bool await_ready() {
+        if (task == nullptr) throw error(BLZ_EINVAL, "blz::co::after: null task");
+        status = blz_task_wait_for(task, 0);
+        if (status == BLZ_ETIMEDOUT) return false;
+        if (status != BLZ_EDEADLK && status != BLZ_EINVAL) task = nullptr;  // freed
+        return true;
+    }
+
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> h) const {
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        blz_task *const tasks[1] = {task};
+        opts.after_tasks = tasks;
+        opts.num_after_tasks = 1;
+        check(spawn_resumption_after(pool_of(h), &resume_job, h.address(), opts), "blz::co::after");
+    }
+
+    blz_status await_resume() noexcept {
+        if (task != nullptr && status == BLZ_ETIMEDOUT) status = blz_join(std::exchange(task, nullptr));
+        return status;
+    }
+};
+
+// co::after(group) and co_await of a blz::group: the resumption runs once
+// the group has no task left; it then polls the group as a wait of it
+// would (which reports and resets it). Tasks spawned into the group after
+// the resumption was queued make the poll time out: the check is queued
+// again after the group, until the poll finds it empty.
+struct group_awaiter {
+    explicit group_awaiter(blz_group *g) noexcept : group(g) {}
+
+    bool await_ready() {
+        if (group == nullptr) throw error(BLZ_EINVAL, "blz::co::after: null group");
+        status = blz_group_wait_for(group, 0);
+        return status != BLZ_ETIMEDOUT;  // empty (or a wait that fails): no suspension
+    }
+
+    template <class P>
+    void await_suspend(std::coroutine_handle<P> h) {
+        coroutine = h;
+        pool = pool_of(h);
+        check(queue_check(), "blz::co::after");
+    }
+
+    blz_status await_resume() const noexcept { return status; }
+
+    blz_group *group;
+    blz_status status = BLZ_OK;
+
+private:
+    blz_status queue_check() noexcept {
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        blz_group *const groups[1] = {group};
+        opts.after_groups = groups;
+        opts.num_after_groups = 1;
+        return spawn_resumption_after(pool, &check_again, this, opts);
+    }
+
+    // The resumption: this awaiter lives in the suspended coroutine's frame.
+    static void check_again(void *arg) {
+        auto *self = static_cast<group_awaiter *>(arg);
+        self->status = blz_group_wait_for(self->group, 0);
+        if (self->status == BLZ_ETIMEDOUT) {
+            const blz_status queued = self->queue_check();
+            if (queued == BLZ_OK) return;  // `self` may be resumed and gone from here on
+            self->status = queued;         // the pool refused: the await reports why
+        }
+        self->coroutine.resume();
+    }
+
+    std::coroutine_handle<> coroutine;
+    blz_pool *pool = nullptr;
+};
+
+// co_await of a blz::group: group_awaiter, then what wait() reports.
+struct cxx_group_awaiter : group_awaiter {
+    explicit cxx_group_awaiter(blz::group &g)
+        : group_awaiter(g.checked("blz::group: co_await")), awaited(g) {}
+
+    void await_resume() const { awaited.finish(status, "blz::group: co_await"); }
+
+    blz::group &awaited;
+};
+
+}  // namespace detail
+/// @endcond
+
+namespace co {
+
+/**
+ * A coroutine that returns T (by value, or void) on a pool: lazy (it does
+ * not start when called), started by co::spawn or by a co_await from
+ * another co::task.
+ *
+ * `co_await child(...)` in a co::task runs the child at once on the same
+ * worker (no spawn, no thread waits) and returns its value or rethrows its
+ * exception; the parent goes on where the child ends. To run children in
+ * parallel, co::spawn them and co_await the co::spawned (or when_all).
+ *
+ * Move-only. Destroying a task that never started destroys its frame (the
+ * arguments it copied); a task is awaited or spawned at most once.
+ *
+ * @code
+ * blz::co::task<long> fib(blz::pool &pool, int n) {
+ *     if (n < 2) co_return n;
+ *     auto a = blz::co::spawn(pool, fib(pool, n - 1));   // in parallel
+ *     long b = co_await fib(pool, n - 2);                 // here
+ *     co_return co_await a + b;
+ * }
+ * long r = blz::co::spawn(pool, fib(pool, 30)).get();
+ * @endcode
+ */
+template <class T>
+class [[nodiscard]] task {
+public:
+    /** The coroutine's promise type. */
+    using promise_type = detail::promise<T>;
+
+    /** An empty task. */
+    task() noexcept = default;
+    /** Takes other's coroutine. @param other becomes empty. */
+    task(task &&other) noexcept : frame_(std::exchange(other.frame_, {})) {}
+    /** Destroys this task's coroutine (if it never started), then takes other's. @param other becomes empty. @return this. */
+    task &operator=(task &&other) noexcept {
+        if (this != &other) {
+            reset();
+            frame_ = std::exchange(other.frame_, {});
+        }
+        return *this;
+    }
+    /** Destroys the coroutine's frame if it never started (the arguments it copied go with it). */
+    ~task() { reset(); }
+
+    /** @return true if it holds a coroutine not yet awaited or spawned. */
+    bool valid() const noexcept { return static_cast<bool>(frame_); }
+
+    /// @cond BLZ_DETAIL
+    // Owns the child's frame from the co_await on (the task is empty then),
+    // and destroys it with the co_await's temporaries, after its value was
+    // taken.
+    struct awaiter {
+        explicit awaiter(std::coroutine_handle<promise_type> frame) noexcept : child(frame) {}
+        awaiter(awaiter &&other) noexcept : child(std::exchange(other.child, {})) {}
+        awaiter &operator=(awaiter &&) = delete;
+        ~awaiter() {
+            if (child) child.destroy();
+        }
+
+        std::coroutine_handle<promise_type> child;
+
+        bool await_ready() const noexcept { return !child; }
+
+        template <class P>
+        std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) noexcept {
+            static_assert(std::is_base_of_v<detail::promise_base, P>,
+                          "blz::co::task is awaited in a blz::co::task coroutine");
+            child.promise().continuation = parent;
+            child.promise().pool = parent.promise().pool;
+            return child;
+        }
+
+        T await_resume() {
+            if (!child) throw error(BLZ_EINVAL, "blz::co::task: co_await of an empty task");
+            return child.promise().take();
+        }
+    };
+    /// @endcond
+
+    /**
+     * Runs the coroutine now, on this thread, and resumes the awaiting one
+     * where it ends (`co_await std::move(t)`, or `co_await make()`); the
+     * task is empty from then on.
+     * @return awaiting it gives its value, or rethrows its exception;
+     *         error(BLZ_EINVAL) for an empty task.
+     */
+    awaiter operator co_await() && noexcept { return awaiter(std::exchange(frame_, {})); }
+
+private:
+    friend struct detail::promise<T>;
+    template <class U>
+    friend spawned<U> spawn(blz_pool *pool, task<U> coroutine);
+
+    explicit task(std::coroutine_handle<promise_type> frame) noexcept : frame_(frame) {}
+
+    void reset() noexcept {
+        if (frame_) std::exchange(frame_, {}).destroy();
+    }
+
+    std::coroutine_handle<promise_type> frame_;
+};
+
+/**
+ * A coroutine started by co::spawn: co_await it in a co::task (the
+ * awaiting coroutine is suspended until it ends, no thread waits), or
+ * join it from any thread with get().
+ *
+ * Awaited or joined at most once: the value is moved out, and the object
+ * is empty afterwards (also when that rethrew). Move-only. Destroying it
+ * before the coroutine ended detaches the coroutine: it runs on and frees
+ * itself at its end, its value or exception dropped (unlike blz::task,
+ * whose destructor joins: a join would block a worker inside coroutine
+ * code, which this layer never does).
+ *
+ * @tparam T what the coroutine returns (void allowed).
+ */
+template <class T>
+class [[nodiscard]] spawned {
+public:
+    /** An empty object. */
+    spawned() noexcept = default;
+    /** Takes other's coroutine. @param other becomes empty. */
+    spawned(spawned &&other) noexcept : frame_(std::exchange(other.frame_, {})) {}
+    /** Detaches this object's coroutine (as the destructor does), then takes other's. @param other becomes empty. @return this. */
+    spawned &operator=(spawned &&other) noexcept {
+        if (this != &other) {
+            release();
+            frame_ = std::exchange(other.frame_, {});
+        }
+        return *this;
+    }
+    /** Detaches a coroutine that has not ended; frees one that has. */
+    ~spawned() { release(); }
+
+    /** @return true until its value is taken (get, co_await); false when empty. */
+    bool valid() const noexcept { return static_cast<bool>(frame_); }
+
+    /**
+     * Whether the coroutine has ended, without waiting.
+     * @return true if get() or co_await will not wait.
+     * @throws error BLZ_EINVAL if empty.
+     */
+    bool is_ready() const { return checked("blz::co::spawned::is_ready").promise().end.done(); }
+
+    /**
+     * Waits until the coroutine has ended, blocking the calling thread (a
+     * worker of a pool runs other jobs of its pool meanwhile), and returns
+     * its value or rethrows its exception. For code outside coroutines (in
+     * a coroutine, co_await it instead: that does not block).
+     * @return the coroutine's value.
+     * @throws error BLZ_EINVAL if empty; BLZ_ENOMEM. Or the coroutine's exception.
+     */
+    T get() {
+        detail::block_until_done(checked("blz::co::spawned::get").promise().end,
+                                 std::numeric_limits<std::uint64_t>::max(), "blz::co::spawned::get");
+        return take();
+    }
+
+    /**
+     * Waits at most timeout for the coroutine to end (as get() waits).
+     * @param timeout how long; zero or negative only polls.
+     * @return true if it has ended (get() then returns at once), false if not in time.
+     * @throws error BLZ_EINVAL if empty; BLZ_ENOMEM. Never the coroutine's exception.
+     */
+    template <class Rep, class Period>
+    bool wait_for(const std::chrono::duration<Rep, Period> &timeout) {
+        return detail::block_until_done(checked("blz::co::spawned::wait_for").promise().end,
+                                        detail::timeout_ns(timeout), "blz::co::spawned::wait_for");
+    }
+
+    /// @cond BLZ_DETAIL
+    struct awaiter {
+        spawned &awaited;
+        detail::coroutine_waiter waiter;
+
+        bool await_ready() const { return awaited.checked("blz::co::spawned: co_await").promise().end.done(); }
+
+        template <class P>
+        bool await_suspend(std::coroutine_handle<P> h) noexcept {
+            waiter.set(h);
+            return awaited.frame_.promise().end.park(waiter);
+        }
+
+        T await_resume() { return awaited.take(); }
+    };
+    /// @endcond
+
+    /**
+     * Suspends the awaiting co::task until the coroutine ended (`co_await s`
+     * or `co_await std::move(s)`); it resumes on its own pool.
+     * @return awaiting it gives the value, or rethrows the coroutine's
+     *         exception; error(BLZ_EINVAL) if empty.
+     */
+    awaiter operator co_await() & noexcept { return awaiter{*this, {}}; }
+    /** As the lvalue form. @return the awaiter. */
+    awaiter operator co_await() && noexcept { return awaiter{*this, {}}; }
+
+private:
+    template <class U>
+    friend spawned<U> spawn(blz_pool *pool, task<U> coroutine);
+    template <class U>
+    friend class when_all_awaitable;
+
+    using frame_t = std::coroutine_handle<detail::promise<T>>;
+
+    explicit spawned(frame_t frame) noexcept : frame_(frame) {}
+
+    frame_t checked(const char *context) const {
+        if (!frame_) throw error(BLZ_EINVAL, (std::string(context) + ": empty").c_str());
+        return frame_;
+    }
+
+    // Once ended: the value (or exception) out, the frame freed.
+    T take() {
+        const detail::frame_guard guard{std::exchange(frame_, {})};
+        return frame_t::from_address(guard.frame.address()).promise().take();
+    }
+
+    void release() noexcept {
+        if (!frame_) return;
+        const frame_t frame = std::exchange(frame_, {});
+        // Not ended yet: the coroutine frees itself at its end.
+        if (!frame.promise().end.detach()) frame.destroy();
+    }
+
+    frame_t frame_;
+};
+
+/**
+ * Starts a coroutine on a pool's workers (a job spawned with blz_spawn:
+ * from a worker of the pool onto its deque, from elsewhere through the
+ * injector); the coroutine is resumed there after each wait.
+ *
+ * @param pool      the pool.
+ * @param coroutine a co::task not yet started.
+ * @return the co::spawned to co_await or get().
+ * @throws error BLZ_EINVAL for an empty pool or task; BLZ_ENOMEM;
+ *         BLZ_ESHUTDOWN; BLZ_EFORK. The coroutine does not run then
+ *         (its frame is destroyed with the task).
+ */
+template <class T>
+spawned<T> spawn(blz_pool *pool, task<T> coroutine) {
+    if (!coroutine.valid()) throw error(BLZ_EINVAL, "blz::co::spawn: empty task");
+    coroutine.frame_.promise().pool = pool;
+    detail::check(blz_spawn(pool, &detail::resume_job, coroutine.frame_.address(), nullptr), "blz::co::spawn");
+    return spawned<T>(std::exchange(coroutine.frame_, {}));
+}
+
+/**
+ * co::spawn on a blz::pool.
+ * @param pool      the pool.
+ * @param coroutine a co::task not yet started.
+ * @return the co::spawned to co_await or get().
+ * @throws error as co::spawn(blz_pool *, ...).
+ */
+template <class T>
+spawned<T> spawn(blz::pool &pool, task<T> coroutine) {
+    return spawn(pool.native_handle(), std::move(coroutine));
+}
+
+/**
+ * What co::when_all returns: awaiting it suspends the awaiting co::task
+ * until every coroutine ended (one resumption, by the last to end).
+ */
+template <class T>
+class [[nodiscard]] when_all_awaitable {
+public:
+    /** @param children the coroutines; each must be valid. */
+    explicit when_all_awaitable(std::vector<spawned<T>> children)
+        : children_(std::move(children)), waiters_(children_.size()) {
+        for (const spawned<T> &child : children_) {
+            if (!child.valid()) throw error(BLZ_EINVAL, "blz::co::when_all: empty co::spawned");
+        }
+        for (detail::fan_in_waiter &w : waiters_) w.shared = &fan_in_;
+    }
+    when_all_awaitable(when_all_awaitable &&) = delete;  // the waiters point into it
+
+    /// @cond BLZ_DETAIL
+    bool await_ready() const noexcept { return children_.empty(); }
+
+    // One count per child and one for this call, so that the count cannot
+    // reach zero (and resume the parent) before every child is parked.
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+        fan_in_.parent.set(h);
+        // relaxed: the parks below (release) publish it to the completers.
+        fan_in_.remaining.store(children_.size() + 1, std::memory_order_relaxed);
+        std::size_t ended = 0;
+        for (std::size_t i = 0; i < children_.size(); ++i) {
+            if (!children_[i].frame_.promise().end.park(waiters_[i])) ++ended;
+        }
+        // acq_rel: as a completer's decrement; when it reaches zero here,
+        // every child ended and this coroutine goes on without suspending.
+        return fan_in_.remaining.fetch_sub(ended + 1, std::memory_order_acq_rel) != ended + 1;
+    }
+
+    // Every value out (frames freed), then the first exception, in order.
+    auto await_resume() {
+        std::exception_ptr first;
+        if constexpr (std::is_void_v<T>) {
+            for (spawned<T> &child : children_) take_one(child, first);
+            if (first) std::rethrow_exception(first);
+        } else {
+            std::vector<T> values;
+            values.reserve(children_.size());
+            for (spawned<T> &child : children_) {
+                std::optional<T> value = take_one(child, first);
+                if (value) values.push_back(std::move(*value));
+            }
+            if (first) std::rethrow_exception(first);
+            return values;
+        }
+    }
+    /// @endcond
+
+private:
+    static auto take_one(spawned<T> &child, std::exception_ptr &first) {
+        if constexpr (std::is_void_v<T>) {
+            try {
+                child.take();
+            } catch (...) {
+                if (!first) first = std::current_exception();
+            }
+        } else {
+            std::optional<T> value;
+            try {
+                value.emplace(child.take());
+            } catch (...) {
+                if (!first) first = std::current_exception();
+            }
+            return value;
+        }
+    }
+
+    std::vector<spawned<T>> children_;
+    std::vector<detail::fan_in_waiter> waiters_;
+    detail::fan_in fan_in_;
+};
+
+/**
+ * Fan-in: `auto values = co_await blz::co::when_all(std::move(children));`
+ * suspends the awaiting co::task until every child ended, without a
+ * thread waiting and with a single resumption (by the last child to end).
+ *
+ * @param children coroutines from co::spawn, each valid (they are moved in).
+ * @return the awaitable; awaiting it gives the values in the children's
+ *         order (std::vector<T>; nothing for T = void), or, when children
+ *         threw, rethrows the first exception in that order after every
+ *         child ended.
+ * @throws error BLZ_EINVAL for an empty co::spawned among them.
+ */
+template <class T>
+when_all_awaitable<T> when_all(std::vector<spawned<T>> children) {
+    return when_all_awaitable<T>(std::move(children));
+}
+
+/**
+ * A C task spawned with blz_spawn_ex that a co::task can co_await
+ * (co::spawn_ex makes one): its on_done resumes the awaiting coroutine.
+ * Move-only. Destroying it without awaiting it detaches the task.
+ */
+class [[nodiscard]] native_task {
+public:
+    /** An empty object. */
+    native_task() noexcept = default;
+    /** Takes other's task. @param other becomes empty. */
+    native_task(native_task &&other) noexcept
+        : task_(std::exchange(other.task_, nullptr)), completion_(std::exchange(other.completion_, nullptr)) {}
+    /** Detaches this object's task (as the destructor does), then takes other's. @param other becomes empty. @return this. */
+    native_task &operator=(native_task &&other) noexcept {
+        if (this != &other) {
+            release();
+            task_ = std::exchange(other.task_, nullptr);
+            completion_ = std::exchange(other.completion_, nullptr);
+        }
+        return *this;
+    }
+    /** Detaches the task if not awaited (blz_task_detach); it runs on. */
+    ~native_task() { release(); }
+
+    /** @return the C handle until the task is awaited (for blz_task_cancel); nullptr after, or when empty. */
+    blz_task *native_handle() const noexcept { return task_; }
+
+    /// @cond BLZ_DETAIL
+    struct awaiter {
+        native_task &awaited;
+        detail::coroutine_waiter waiter;
+
+        bool await_ready() const {
+            if (awaited.completion_ == nullptr) throw error(BLZ_EINVAL, "blz::co::native_task: co_await of an empty task");
+            return false;
+        }
+
+        template <class P>
+        bool await_suspend(std::coroutine_handle<P> h) {
+            awaited.detach_handle();
+            waiter.set(h);
+            return awaited.completion_->end.park(waiter);
+        }
+
+        blz_status await_resume() noexcept {
+            const blz_status status = awaited.completion_->status;
+            std::exchange(awaited.completion_, nullptr)->release();
+            return status;
+        }
+    };
+    /// @endcond
+
+    /**
+     * Suspends the awaiting co::task until the task has finished, its
+     * on_done included (and, if it has a group, has left it: a wait or
+     * destroy of the group then does not wait for it).
+     * @return awaiting it gives the task's status: BLZ_OK, BLZ_ETASK or BLZ_ECANCELED.
+     */
+    awaiter operator co_await() & noexcept { return awaiter{*this, {}}; }
+    /** As the lvalue form. @return the awaiter. */
+    awaiter operator co_await() && noexcept { return awaiter{*this, {}}; }
+
+private:
+    friend native_task spawn_ex(blz_pool *pool, blz_fn fn, void *arg, const blz_spawn_options *options);
+
+    native_task(blz_task *task, detail::native_completion *completion) noexcept
+        : task_(task), completion_(completion) {}
+
+    void detach_handle() noexcept {
+        // BLZ_EINVAL only when another thread waits for the handle, which
+        // nobody else has.
+        if (task_ != nullptr) (void)blz_task_detach(std::exchange(task_, nullptr));
+    }
+
+    void release() noexcept {
+        detach_handle();
+        if (completion_ != nullptr) std::exchange(completion_, nullptr)->release();
+    }
+
+    blz_task *task_ = nullptr;
+    detail::native_completion *completion_ = nullptr;
+};
+
+/**
+ * Spawns fn(arg) with blz_spawn_ex, to co_await in a co::task:
+ * `blz_status s = co_await blz::co::spawn_ex(pool, fn, arg, &options);`
+ *
+ * The options are used as given (a group, BLZ_SPAWN_HIGH_PRIORITY, ...),
+ * with two changes: on_done is this layer's (an on_done in options is
+ * still called, first, with its done_arg), and BLZ_SPAWN_DONE_AFTER_FINISH
+ * is set, so that the awaiting coroutine is resumed only once the task
+ * has finished and left its group.
+ *
+ * @param pool    the pool (may be NULL when options->group is set, as in blz_spawn_ex).
+ * @param fn      the function; arg must stay valid until it ran.
+ * @param arg     passed to fn.
+ * @param options NULL for the defaults, else options from blz_spawn_options_init.
+ * @return the awaitable task.
+ * @throws error with blz_spawn_ex's status when it fails (fn does not run).
+ */
+inline native_task spawn_ex(blz_pool *pool, blz_fn fn, void *arg, const blz_spawn_options *options = nullptr) {
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    if (options != nullptr) {
+        // The caller's layout may be an older, shorter one: its prefix.
+        std::memcpy(&opts, options, std::min<std::size_t>(options->struct_size, sizeof opts));
+        if (options->struct_size < sizeof opts) opts.struct_size = sizeof opts;
+    }
+    auto completion = std::make_unique<detail::native_completion>();
+    completion->user_done = opts.on_done;
+    completion->user_arg = opts.done_arg;
+    opts.on_done = &detail::native_completion::done;  // releases on_done's reference
+    opts.done_arg = completion.get();
+    opts.flags |= BLZ_SPAWN_DONE_AFTER_FINISH;
+    blz_task *task = nullptr;
+    detail::check(blz_spawn_ex(pool, fn, arg, &opts, &task), "blz::co::spawn_ex");
+    return native_task(task, completion.release());
+}
+
+/**
+ * `blz_status s = co_await blz::co::after(event);` in a co::task: suspends
+ * the coroutine until the event is set (blz_event_set, from any thread),
+ * without a thread waiting: its resumption is spawned onto its pool with
+ * the event as predecessor (blz_spawn_options::after_events,
+ * BLZ_SPAWN_AFTER_ANY_END). An event set already does not suspend.
+ *
+ * The event must stay valid until the await returned (the await reads
+ * the status it was set with): to release a coroutine awaiting an event
+ * that will not come (at shutdown), set it with BLZ_ECANCELED, and destroy
+ * it afterwards. While the coroutine waits, its resumption is accepted
+ * work of its pool: the pool's destroy waits for the event's set.
+ *
+ * @param event the event (not NULL).
+ * @return the awaitable; awaiting it gives the event's status (BLZ_OK,
+ *         BLZ_ETASK or BLZ_ECANCELED).
+ * @throws error (from the co_await) BLZ_EINVAL for a NULL event; the
+ *         spawn's BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK (not suspended then).
+ */
+inline detail::event_awaiter after(blz_event *event) noexcept { return detail::event_awaiter{event}; }
+
+/**
+ * `blz_status s = co_await blz::co::after(task);` in a co::task, for a C
+ * task handle (blz_spawn, blz_spawn_ex): suspends the coroutine until the
+ * task has finished (its resumption is spawned with the task as
+ * predecessor, blz_spawn_options::after_tasks), then joins it: the handle
+ * is freed by the await, as by blz_join, and must not be used after.
+ * A task finished already does not suspend.
+ *
+ * @param task the handle, not joined, detached or waited for elsewhere.
+ * @return the awaitable; awaiting it gives blz_join's status (BLZ_OK,
+ *         BLZ_ETASK or BLZ_ECANCELED; BLZ_EDEADLK, the handle kept, when
+ *         the coroutine runs inside that task).
+ * @throws error (from the co_await) BLZ_EINVAL for a NULL task; the
+ *         spawn's BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK (not suspended
+ *         then; the handle stays the caller's).
+ */
+inline detail::native_join_awaiter after(blz_task *task) noexcept { return detail::native_join_awaiter{task}; }
+
+/**
+ * `blz_status s = co_await blz::co::after(group);` in a co::task, for a C
+ * group: suspends the coroutine until the group has no task left (its
+ * resumption is spawned with the group as predecessor,
+ * blz_spawn_options::after_groups), then reports what blz_group_wait would:
+ * the group is reset, as by a wait. Tasks spawned into the group while the
+ * coroutine waits are waited for too. A group with no task left does not
+ * suspend. For a blz::group, `co_await group` rethrows as wait() does.
+ *
+ * @param group the group; it must outlive the await.
+ * @return the awaitable; awaiting it gives blz_group_wait's status (BLZ_OK,
+ *         BLZ_ETASK, BLZ_ECANCELED; BLZ_EDEADLK without suspending when the
+ *         coroutine runs inside one of the group's tasks), or the status of
+ *         a spawn of its resumption that the pool refused.
+ * @throws error (from the co_await) BLZ_EINVAL for a NULL group; the
+ *         first spawn's BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK (not suspended then).
+ */
+inline detail::group_awaiter after(blz_group *group) noexcept { return detail::group_awaiter(group); }
+
+}  // namespace co
+
+/**
+ * co_await of a blz::group in a co::task (`co_await group;`): suspends the
+ * coroutine until every task of the group has run, without a thread
+ * waiting (co::after(group)), then reports as wait() does: rethrows the
+ * first exception of a task since the previous wait, else throws
+ * error(BLZ_ECANCELED) if the group was cancelled; the group is reset.
+ * The group must outlive the await.
+ * @param g the group (not empty).
+ * @return the awaiter.
+ * @throws error BLZ_EINVAL for an empty group; as wait(); the spawn's
+ *         BLZ_ENOMEM, BLZ_ESHUTDOWN or BLZ_EFORK.
+ */
+inline detail::cxx_group_awaiter operator co_await(group &g) { return detail::cxx_group_awaiter(g); }
+
+/// @cond BLZ_DETAIL
+namespace detail {
+
+template <class T>
+co::task<T> promise<T>::get_return_object() noexcept {
+    return co::task<T>(std::coroutine_handle<promise<T>>::from_promise(*this));
+}
+
+inline co::task<void> promise<void>::get_return_object() noexcept {
+    return co::task<void>(std::coroutine_handle<promise<void>>::from_promise(*this));
+}
+
+}  // namespace detail
+/// @endcond
+
+/**
+ * co_await of a blz::task in a co::task (`T v = co_await pool.spawn(f);`
+ * or `co_await t` for a task kept in a variable): suspends the coroutine
+ * until the task ran (its on_done included) and resumes it on its own
+ * pool; gives the task's value or rethrows its exception, as get() does
+ * (error(BLZ_ECANCELED) for a cancelled task). The task is empty
+ * afterwards. The handle is detached when the coroutine suspends, so the
+ * task is never joined (and no thread waits for it).
+ * @param t the task (valid).
+ * @return the awaiter.
+ */
+template <class T>
+detail::task_awaiter<T> operator co_await(task<T> &t) noexcept {
+    return detail::task_awaiter<T>{t, {}};
+}
+
+/** As co_await of an lvalue task. @param t the task. @return the awaiter. */
+template <class T>
+detail::task_awaiter<T> operator co_await(task<T> &&t) noexcept {
+    return detail::task_awaiter<T>{t, {}};
+}
+
+}  // namespace blz
+
+#endif  // BLZ_HAS_COROUTINES
 
 // The algorithms built on pool::join (parallel_reduce, parallel_sort) are
 // in a header of their own; included here so that code written against

@@ -54,6 +54,57 @@ static_assert(!std::is_copy_constructible_v<blz::group>, "group is move-only");
 static_assert(std::is_nothrow_move_constructible_v<blz::group>, "group moves");
 static_assert(std::is_base_of_v<std::runtime_error, blz::error>, "error is a runtime_error");
 
+#if defined(BLZ_HAS_COROUTINES)
+// Every template of blz::co, instantiated under the strict warnings.
+blz::co::task<int> coro_fib(blz::pool &pool, int n) {
+    if (n < 2) co_return n;
+    blz::co::spawned<int> first = blz::co::spawn(pool, coro_fib(pool, n - 1));
+    const int second = co_await coro_fib(pool, n - 2);
+    co_return co_await first + second;
+}
+
+blz::co::task<void> coro_nothing() { co_return; }
+
+blz::co::task<int> coro_all(blz::pool &pool) {
+    std::vector<blz::co::spawned<int>> kids;
+    for (int i = 0; i < 4; ++i) kids.push_back(blz::co::spawn(pool, coro_fib(pool, i)));
+    const std::vector<int> values = co_await blz::co::when_all(std::move(kids));
+    std::vector<blz::co::spawned<void>> none;
+    none.push_back(blz::co::spawn(pool.native_handle(), coro_nothing()));
+    co_await blz::co::when_all(std::move(none));
+    co_await coro_nothing();
+    const int spawned = co_await pool.spawn([] { return 10; });
+    blz::task<void> kept = pool.spawn([] {});
+    co_await kept;
+    const blz_status status = co_await blz::co::spawn_ex(pool.native_handle(), [](void *) {}, nullptr);
+    blz_event *event = nullptr;
+    blz_status set = blz_event_create(&event);
+    if (set == BLZ_OK && blz_event_set(event, BLZ_OK) == BLZ_OK) set = co_await blz::co::after(event);
+    if (event != nullptr) (void)blz_event_destroy(event);
+    blz_task *c_task = nullptr;
+    blz_status joined = blz_spawn(pool.native_handle(), [](void *) {}, nullptr, &c_task);
+    if (joined == BLZ_OK) joined = co_await blz::co::after(c_task);
+    blz::group group = pool.group();
+    group.spawn([] {});
+    co_await group;
+    const blz_status waited = co_await blz::co::after(group.native_handle());
+    const bool all_ok = status == BLZ_OK && set == BLZ_OK && joined == BLZ_OK && waited == BLZ_OK;
+    co_return values[3] + spawned + (all_ok ? 100 : 0);
+}
+
+static_assert(!std::is_copy_constructible_v<blz::co::task<int>>, "co::task is move-only");
+static_assert(std::is_nothrow_move_constructible_v<blz::co::task<int>>, "co::task moves");
+static_assert(!std::is_copy_constructible_v<blz::co::spawned<int>>, "co::spawned is move-only");
+static_assert(std::is_nothrow_move_constructible_v<blz::co::spawned<int>>, "co::spawned moves");
+static_assert(std::is_nothrow_move_constructible_v<blz::co::native_task>, "co::native_task moves");
+
+void run_coroutines(blz::pool &pool) {
+    expect(blz::co::spawn(pool, coro_fib(pool, 12)).get() == 144, "coroutine fib");
+    blz::co::spawned<int> all = blz::co::spawn(pool, coro_all(pool));
+    expect(all.wait_for(std::chrono::seconds(60)) && all.is_ready() && all.get() == 112, "coroutine awaits");
+}
+#endif
+
 void run() {
     blz::pool_options options;
     options.num_threads = 2;
@@ -176,6 +227,9 @@ void run() {
     blz::group plain = pool.group(blz::group_flags::none);
     plain.wait();
 
+#if defined(BLZ_HAS_COROUTINES)
+    run_coroutines(pool);
+#endif
     const blz_stats stats = pool.stats();
     // The join whose two sides threw, reported by blz_fail: once per side a
     // thief ran, once for the sides the forker ran itself.
