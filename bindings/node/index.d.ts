@@ -82,6 +82,12 @@ export interface PoolStats {
 export interface PoolOptions {
   /** 1..65535 workers; 0 or absent: BLZ_NUM_THREADS, else one per CPU this process may use. */
   threads?: number;
+  /**
+   * The process pool (blz_pool_shared), shared by every Pool, worker_thread
+   * and native library of the process; default: true when threads is 0 or
+   * absent. false: a pool of its own.
+   */
+  shared?: boolean;
 }
 
 /**

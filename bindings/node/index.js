@@ -234,16 +234,25 @@ class Pool {
   #closed = false;
 
   /**
-   * @param {{threads?: number}} [options] threads: 1..65535 workers; 0 or
-   *   absent: BLZ_NUM_THREADS, else one per CPU this process may use.
+   * @param {{threads?: number, shared?: boolean}} [options] threads:
+   *   1..65535 workers; 0 or absent: BLZ_NUM_THREADS, else one per CPU this
+   *   process may use (within its cgroup CPU quota). shared (default: true
+   *   when threads is 0 or absent): the pool is the process pool
+   *   (blz_pool_shared), the one every Pool, worker_thread and native
+   *   library of the process shares, created by whoever comes first; with
+   *   threads set it must have that many workers (else 'BLZ_EINVAL').
+   *   shared: false makes a pool of its own ("blz-node-i" threads).
    */
   constructor(options = undefined) {
-    const { threads = 0 } = checkOptions(options);
+    const opts = checkOptions(options);
+    const { threads = 0 } = opts;
     if (typeof threads !== 'number') throw typeError('options.threads must be a number');
     if (!Number.isInteger(threads) || threads < 0 || threads > 65535) {
       throw rangeError('options.threads must be an integer from 0 to 65535');
     }
-    this.#handle = native.createPool(threads);
+    const { shared = threads === 0 } = opts;
+    if (typeof shared !== 'boolean') throw typeError('options.shared must be a boolean');
+    this.#handle = native.createPool(threads, shared);
     this.#threads = native.poolThreads(this.#handle);
   }
 

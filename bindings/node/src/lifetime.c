@@ -69,7 +69,15 @@
  *    deletes it.
  *  - blz_pool: destroyed on the loop thread by close (once no call is in
  *    flight), by the handle's finalizer (none can be), or by the env
- *    cleanup hook.
+ *    cleanup hook. A default Pool is a reference to the process pool
+ *    (blz_pool_shared, 0.3), which other libraries, Pools and
+ *    worker_threads share: there blz_pool_destroy only gives the
+ *    reference up, without waiting for anything while other references
+ *    remain. So nothing relies on destroy to wait for this pool's calls:
+ *    `unfinished` counts the accepted calls whose on_done has not yet put
+ *    them on the done list (under the lock), and the teardown waits until
+ *    it is 0 (finished_all) before it gives the pool up. An on_done's last
+ *    touch of the pool_ctx is its unlock, which the waiter's lock follows.
  *  - A call's task handle (call_ctx.task): no worker touches it. It is
  *    written by blz_spawn_ex (submit) on the loop thread and used only
  *    there, only while it is valid, that is until the blz_join that frees
@@ -139,6 +147,8 @@ struct pool_ctx {
     bool tsfn_alive;          /* cleared by the tsfn's finalizer */
     bool signalled;           /* a wake-up is queued and deliver has not taken the list yet */
     call_ctx *done_head, *done_tail;
+    size_t unfinished;        /* accepted calls whose on_done has not queued them yet */
+    pthread_cond_t finished_all; /* broadcast when unfinished drops to 0 */
 };
 
 /* env_data with its env: the cleanup hook gets only the pointer it was
@@ -160,6 +170,7 @@ static void finish_close(napi_env env, pool_ctx *p);
 
 static void pool_unref(pool_ctx *p) {
     if (--p->refs > 0) return;
+    pthread_cond_destroy(&p->finished_all);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -233,6 +244,7 @@ static void call_done(void *done_arg, blz_status status) {
     pthread_mutex_lock(&p->lock);
     if (p->done_tail) p->done_tail->done_next = c; else p->done_head = c;
     p->done_tail = c;
+    if (--p->unfinished == 0) pthread_cond_broadcast(&p->finished_all);
     if (!p->signalled && p->tsfn_alive) {
         /* Nonblocking on an unbounded queue: napi_ok, or napi_closing /
          * napi_invalid_arg once the env is being torn down, when the cleanup
@@ -375,12 +387,23 @@ static void pool_handle_finalize(napi_env env, void *data, void *hint) {
 
 /* ---- env teardown ---- */
 
+/* Waits until every accepted call's on_done has queued it (loop thread):
+ * then no worker touches p or a call any more, whether or not destroying
+ * the blz_pool waits (it does not for a process pool others still hold). */
+static void wait_for_every_on_done(pool_ctx *p) {
+    pthread_mutex_lock(&p->lock);
+    while (p->unfinished > 0) pthread_cond_wait(&p->finished_all, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static void teardown_pool(napi_env env, pool_ctx *p) {
     /* Skip what has not started; built-in kernels stop at their next check. */
     for (call_ctx *c = p->calls; c; c = c->next)
         if (c->task) blz_task_cancel(c->task);
     /* Waits for the kernels still running (they may use V8's heap, which
-     * Node frees after this hook) and for every on_done. */
+     * Node frees after this hook) and for every on_done; then the pool (or
+     * our reference to the process pool) is given up. */
+    wait_for_every_on_done(p);
     if (p->pool) {
         blz_pool_destroy(p->pool);
         p->pool = NULL;
@@ -514,6 +537,9 @@ napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, nap
     if (p->calls) p->calls->prev = c;
     p->calls = c;
     if (p->in_flight++ == 0) napi_ref_threadsafe_function(env, p->tsfn);
+    pthread_mutex_lock(&p->lock);
+    p->unfinished++; /* before the spawn: on_done may come before it returns */
+    pthread_mutex_unlock(&p->lock);
 
     /* DONE_AFTER_FINISH: the handle can be joined as soon as the call is
      * on the done list. CANCEL_ON_FAILURE: a kernel's first failing piece
@@ -526,6 +552,9 @@ napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, nap
     blz_status s = blz_spawn_ex(p->pool, call_task, c, &opts, &c->task);
     if (s != BLZ_OK) {
         /* on_done will not run: the call is still ours alone (and c->task untouched: NULL). */
+        pthread_mutex_lock(&p->lock);
+        p->unfinished--;
+        pthread_mutex_unlock(&p->lock);
         unlink_call(p, c);
         if (p->in_flight == 0) napi_unref_threadsafe_function(env, p->tsfn);
         napi_value error = status_error(env, s);
@@ -543,9 +572,11 @@ pool_ctx *unwrap_pool(napi_env env, napi_value handle) {
 
 /* ---- the pool functions index.js calls ---- */
 
-/* createPool(threads) -> handle */
+/* createPool(threads, shared) -> handle: shared, a reference to the
+ * process pool (blz_pool_shared; threads 0: whatever size it has, else it
+ * must have that many, or BLZ_EINVAL); else a pool of its own. */
 static napi_value js_create_pool(napi_env env, napi_callback_info info) {
-    GET_ARGS(1);
+    GET_ARGS(2);
     env_data *ed = get_env_data(env);
     if (!ed || ed->torn_down) {
         napi_throw_error(env, "BLZ_ESHUTDOWN", "libblitz: the environment is shutting down");
@@ -556,8 +587,19 @@ static napi_value js_create_pool(napi_env env, napi_callback_info info) {
         napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "threads must be an integer from 0 to 65535");
         return NULL;
     }
+    bool shared = false;
+    if (napi_get_value_bool(env, argv[1], &shared) != napi_ok) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "shared must be a boolean");
+        return NULL;
+    }
     pool_ctx *p = calloc(1, sizeof *p);
     if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        throw_status(env, BLZ_ENOMEM);
+        return NULL;
+    }
+    if (pthread_cond_init(&p->finished_all, NULL) != 0) {
+        pthread_mutex_destroy(&p->lock);
         free(p);
         throw_status(env, BLZ_ENOMEM);
         return NULL;
@@ -565,9 +607,15 @@ static napi_value js_create_pool(napi_env env, napi_callback_info info) {
     blz_pool_config config;
     blz_pool_config_init(&config);
     config.num_threads = threads;
-    config.thread_name = "blz-node";
-    blz_status s = blz_pool_create(&config, &p->pool);
+    blz_status s;
+    if (shared) {
+        s = blz_pool_shared(&config, &p->pool); /* names and sizes are the creator's */
+    } else {
+        config.thread_name = "blz-node";
+        s = blz_pool_create(&config, &p->pool);
+    }
     if (s != BLZ_OK) {
+        pthread_cond_destroy(&p->finished_all);
         pthread_mutex_destroy(&p->lock);
         free(p);
         throw_status(env, s);
@@ -581,6 +629,7 @@ static napi_value js_create_pool(napi_env env, napi_callback_info info) {
         napi_create_threadsafe_function(env, NULL, NULL, name, 0, 1, p, tsfn_finalized, p, deliver,
                                         &p->tsfn) != napi_ok) {
         blz_pool_destroy(p->pool);
+        pthread_cond_destroy(&p->finished_all);
         pthread_mutex_destroy(&p->lock);
         free(p);
         throw_napi_failure(env, napi_generic_failure, "creating the pool's threadsafe function");

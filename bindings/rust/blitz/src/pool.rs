@@ -61,7 +61,7 @@ impl ThreadPool {
     }
 
     /// The pool's own Registry (not the public field, which a user may replace).
-    fn own_registry(&self) -> &Registry {
+    pub(crate) fn own_registry(&self) -> &Registry {
         // SAFETY: the hooks' Arc is given up only after the pool ended,
         // which starts when self is dropped.
         unsafe { &*self.hooks_ref }
