@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import functools
 
-from ._capi import BLZ_ECANCELED
+from ._capi import BLZ_ECANCELED, BLZ_ETIMEDOUT
 
 __all__ = ["parallel_for"]
 
@@ -51,6 +51,19 @@ async def result_of(future):
     if future.cancelled():
         raise asyncio.CancelledError()
     return future.result()   # done: returns or raises at once
+
+
+async def event_status(event):
+    """`await event` (blitz.Event): waits, without a thread, until the event
+    is set or closed and returns its status (BLZ_OK, BLZ_ETASK or
+    BLZ_ECANCELED). A task of the process pool that runs after the event
+    carries the end to the loop (blitz._events.notify_after)."""
+    from ._events import notify_after
+    status = event._status(0)
+    if status == BLZ_ETIMEDOUT:
+        await result_of(notify_after(event))
+        status = event._status(0)
+    return status
 
 
 def _tell_loop(loop, waiter, _future):
