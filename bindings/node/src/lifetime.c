@@ -120,8 +120,11 @@
 typedef struct env_data env_data;
 
 /* Per env (main thread, each worker_thread): instance data, loop thread only. */
+typedef struct event_ctx event_ctx;
+
 struct env_data {
     pool_ctx *pools; /* pools not yet destroyed */
+    event_ctx *events; /* events not yet closed */
     bool torn_down;  /* the cleanup hook ran: no new pool */
 };
 
@@ -432,10 +435,16 @@ static void teardown_pool(napi_env env, pool_ctx *p) {
      * finalizes it later in the teardown (tsfn_finalized). */
 }
 
+static void destroy_event(event_ctx *ev);
+
 static void env_cleanup(void *arg) {
     env_data *ed = arg;
     ed->torn_down = true;
     napi_env env = ((env_box *)ed)->env;
+    /* Events first: a call waiting for an event nobody will set now is
+     * cancelled (blz_event_destroy of an unset event), so that the pools'
+     * teardown, which waits for every call's on_done, does not wait for ever. */
+    while (ed->events) destroy_event(ed->events);
     while (ed->pools) teardown_pool(env, ed->pools);
 }
 
@@ -498,7 +507,8 @@ bool accepting(const pool_ctx *p) { return p->pool && !p->closing; }
  * undefined) becomes its cancel handle. Takes ownership of c on every
  * path. Returns the promise, or NULL with an exception pending.
  */
-napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, napi_value token) {
+napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, napi_value token,
+                  blz_event *const *after, size_t num_after) {
     if (!accepting(p)) {
         free_call(env, c);
         return rejected(env, BLZ_ESHUTDOWN);
@@ -549,6 +559,11 @@ napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, nap
     opts.flags = BLZ_SPAWN_DONE_AFTER_FINISH | BLZ_SPAWN_CANCEL_ON_FAILURE;
     opts.on_done = call_done;
     opts.done_arg = c;
+    /* 0.3: queued once every event is set (each set from this thread, or
+     * closed: BLZ_ECANCELED, which cancels the call). The handles are
+     * read during the spawn only; no JavaScript runs before it. */
+    opts.after_events = after;
+    opts.num_after_events = num_after;
     blz_status s = blz_spawn_ex(p->pool, call_task, c, &opts, &c->task);
     if (s != BLZ_OK) {
         /* on_done will not run: the call is still ours alone (and c->task untouched: NULL). */
@@ -734,7 +749,142 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
     return promise;
 }
 
+/* ---- events (0.3): completions set from JavaScript ----
+ *
+ * An Event's blz_event is used on its env's loop thread only (set, close,
+ * the spawns that name it): no call on it can overlap its destroy, which
+ * close(), the wrapper's finalizer or the env's teardown makes, once
+ * (the field is cleared first). An event destroyed unset completes with
+ * BLZ_ECANCELED, cancelling the calls that wait for it. */
+struct event_ctx {
+    blz_event *event;        /* NULL once destroyed */
+    env_data *ed;            /* NULL once unlinked */
+    event_ctx *prev, *next;  /* the env's list */
+};
+
+static const napi_type_tag EVENT_TAG = {0x626c69747a2d6e6fULL, 0x64652d6576656e31ULL};
+
+static void destroy_event(event_ctx *ev) {
+    blz_event *event = ev->event;
+    ev->event = NULL;
+    if (event) blz_event_destroy(event);
+    if (!ev->ed) return;
+    if (ev->prev) ev->prev->next = ev->next; else ev->ed->events = ev->next;
+    if (ev->next) ev->next->prev = ev->prev;
+    ev->prev = ev->next = NULL;
+    ev->ed = NULL;
+}
+
+static void event_finalize(napi_env env, void *data, void *hint) {
+    (void)env;
+    (void)hint;
+    destroy_event(data);
+    free(data);
+}
+
+static event_ctx *unwrap_event(napi_env env, napi_value handle) {
+    return unwrap_tagged(env, handle, &EVENT_TAG, "not a libblitz event handle");
+}
+
+/* createEvent() -> handle */
+static napi_value js_create_event(napi_env env, napi_callback_info info) {
+    (void)info;
+    env_data *ed = get_env_data(env);
+    if (!ed || ed->torn_down) {
+        napi_throw_error(env, "BLZ_ESHUTDOWN", "libblitz: the environment is shutting down");
+        return NULL;
+    }
+    event_ctx *ev = calloc(1, sizeof *ev);
+    if (!ev) {
+        throw_status(env, BLZ_ENOMEM);
+        return NULL;
+    }
+    blz_status s = blz_event_create(&ev->event);
+    if (s != BLZ_OK) {
+        free(ev);
+        throw_status(env, s);
+        return NULL;
+    }
+    napi_value handle;
+    if (napi_create_object(env, &handle) != napi_ok || napi_wrap(env, handle, ev, event_finalize, NULL, NULL) != napi_ok) {
+        blz_event_destroy(ev->event);
+        free(ev);
+        throw_napi_failure(env, napi_generic_failure, "creating an event handle");
+        return NULL;
+    }
+    napi_type_tag_object(env, handle, &EVENT_TAG);
+    ev->ed = ed;
+    ev->next = ed->events;
+    if (ed->events) ed->events->prev = ev;
+    ed->events = ev;
+    return handle;
+}
+
+/* setEvent(handle, status): BLZ_OK, BLZ_ETASK or BLZ_ECANCELED; throws
+ * BLZ_EINVAL on a second set, another status or a closed event. */
+static napi_value js_set_event(napi_env env, napi_callback_info info) {
+    GET_ARGS(2);
+    event_ctx *ev = unwrap_event(env, argv[0]);
+    if (!ev) return NULL;
+    int32_t status;
+    if (napi_get_value_int32(env, argv[1], &status) != napi_ok) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "status must be a number");
+        return NULL;
+    }
+    blz_status s = ev->event ? blz_event_set(ev->event, status) : BLZ_EINVAL;
+    if (s != BLZ_OK) throw_status(env, s);
+    return NULL;
+}
+
+/* closeEvent(handle): idempotent. */
+static napi_value js_close_event(napi_env env, napi_callback_info info) {
+    GET_ARGS(1);
+    event_ctx *ev = unwrap_event(env, argv[0]);
+    if (ev) destroy_event(ev);
+    return NULL;
+}
+
+bool after_events(napi_env env, napi_value after, blz_event ***out, size_t *count) {
+    *out = NULL;
+    *count = 0;
+    if (is_undefined_or_null(env, after)) return true;
+    uint32_t n = 0;
+    bool is_array = false;
+    if (napi_is_array(env, after, &is_array) != napi_ok || !is_array ||
+        napi_get_array_length(env, after, &n) != napi_ok) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "after must be an array");
+        return false;
+    }
+    if (n == 0) return true;
+    blz_event **list = malloc(n * sizeof *list);
+    if (!list) {
+        throw_status(env, BLZ_ENOMEM);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        napi_value element;
+        if (napi_get_element(env, after, i, &element) != napi_ok) {
+            free(list);
+            throw_napi_failure(env, napi_generic_failure, "reading after");
+            return false;
+        }
+        event_ctx *ev = unwrap_event(env, element); /* a TypeError pending when not an event */
+        if (!ev || !ev->event) {
+            free(list);
+            if (ev) napi_throw_error(env, "BLZ_EINVAL", "libblitz: an event in `after` is closed");
+            return false;
+        }
+        list[i] = ev->event;
+    }
+    *out = list;
+    *count = n;
+    return true;
+}
+
 const js_export lifetime_exports[] = {
+    {"createEvent", js_create_event},
+    {"setEvent", js_set_event},
+    {"closeEvent", js_close_event},
     {"createPool", js_create_pool},
     {"poolThreads", js_pool_threads},
     {"cancel", js_cancel},
