@@ -28,6 +28,8 @@ test('default Pools share the process pool: one set of workers, one set of count
   const before = b.stats().jobsExecuted;
   await Promise.all(Array.from({ length: 30 }, () => a.run(blitz.kernels.noop)));
   assert.ok(b.stats().jobsExecuted >= before + 30, "b's counters see a's jobs: the same pool");
+  // A worker names itself once it runs: wait (a guard) for the names, then never more.
+  await waitUntil(() => processPoolThreads() >= a.threads, 'the workers have named themselves');
   assert.equal(processPoolThreads(), a.threads, 'one set of workers, not one per Pool');
   // Asking for the size it has is the same pool; another size is refused, not a second pool.
   const c = new blitz.Pool({ threads: a.threads, shared: true });
