@@ -272,7 +272,7 @@ fn spawn_ex_reports_to_on_done_before_the_join_returns() {
         let good = options(group, Some(&refused));
         let other = pool_or_default();
         let mut flagged = good;
-        flagged.flags = 8; // 1 HIGH_PRIORITY (0.2), 2 DONE_AFTER_FINISH and 4 CANCEL_ON_FAILURE (0.3); 8 is unknown
+        flagged.flags = 16; // 1 HIGH_PRIORITY (0.2), 2 DONE_AFTER_FINISH, 4 CANCEL_ON_FAILURE and 8 AFTER_ANY_END (0.3); 16 is unknown
         let mut short = good;
         short.struct_size = 4;
         let no_group = options(ptr::null_mut(), Some(&refused));
