@@ -51,6 +51,25 @@ export interface SignalOptions {
   signal?: AbortSignal;
 }
 
+export interface RunOptions extends SignalOptions {
+  /**
+   * Runs once each of these has completed: an Event set (BLZ_OK), or a
+   * Promise fulfilled. An Event set with 'BLZ_ETASK' or 'BLZ_ECANCELED'
+   * (or closed unset), or a rejected Promise, cancels the call: it rejects
+   * with code 'BLZ_ECANCELED'. No thread waits meanwhile.
+   */
+  after?: ReadonlyArray<Event | Promise<unknown>>;
+}
+
+/** A completion set from JavaScript (blz_event), for RunOptions.after. */
+export class Event {
+  constructor();
+  /** Once; throws 'BLZ_EINVAL' on a second set or a closed event. */
+  set(status?: 'BLZ_OK' | 'BLZ_ETASK' | 'BLZ_ECANCELED'): void;
+  /** Idempotent; an event closed unset cancels the calls waiting for it. */
+  close(): void;
+}
+
 export interface ParallelForOptions extends SignalOptions {
   /** The most indices per call of the body; 0 or absent: automatic. */
   grain?: number;
@@ -82,6 +101,12 @@ export interface PoolStats {
 export interface PoolOptions {
   /** 1..65535 workers; 0 or absent: BLZ_NUM_THREADS, else one per CPU this process may use. */
   threads?: number;
+  /**
+   * The process pool (blz_pool_shared), shared by every Pool, worker_thread
+   * and native library of the process; default: true when threads is 0 or
+   * absent. false: a pool of its own.
+   */
+  shared?: boolean;
 }
 
 /**
@@ -96,7 +121,7 @@ export class Pool {
   /** Whether close() was called. */
   readonly closed: boolean;
   /** Runs fn(pointer to arg's bytes, or NULL) on a worker; resolves to arg. */
-  run<A extends Bytes | null | undefined = undefined>(fn: NativeFunction, arg?: A, options?: SignalOptions): Promise<A>;
+  run<A extends Bytes | null | undefined = undefined>(fn: NativeFunction, arg?: A, options?: RunOptions): Promise<A>;
   /** Calls fn(arg, lo, hi) on disjoint sub-ranges covering [begin, end), in parallel; resolves to arg. */
   parallelFor<A extends Bytes | null | undefined = undefined>(begin: number, end: number, fn: NativeFunction, arg?: A,
     options?: ParallelForOptions): Promise<A>;

@@ -103,6 +103,76 @@ function nativeFunction(library, symbol, kind = 'task') {
   return makeNativeFunction(handle, kind, library, symbol);
 }
 
+// Event -> the addon's event handle.
+const eventHandles = new WeakMap();
+const EVENT_STATUS = Object.freeze({ __proto__: null, BLZ_OK: 0, BLZ_ETASK: -6, BLZ_ECANCELED: -9 });
+
+/**
+ * A completion set from JavaScript (libblitz 0.3's blz_event): calls run
+ * with {after: [event]} start once it is set. Set it once: set() for
+ * success, set('BLZ_ETASK') or set('BLZ_ECANCELED') for work that failed or
+ * was given up, which cancels the calls after it (they reject with
+ * 'BLZ_ECANCELED'). close() gives it up; an event closed, garbage-collected
+ * or torn down with its env unset cancels the calls waiting for it.
+ */
+class Event {
+  constructor() {
+    eventHandles.set(this, native.createEvent());
+  }
+
+  /** Sets the event; throws 'BLZ_EINVAL' on a second set or a closed event. */
+  set(status = 'BLZ_OK') {
+    const code = typeof status === 'string' ? EVENT_STATUS[status] : undefined;
+    if (code === undefined) throw typeError("status must be 'BLZ_OK', 'BLZ_ETASK' or 'BLZ_ECANCELED'");
+    native.setEvent(handleOfEvent(this), code);
+  }
+
+  /** Gives the event up (idempotent); unset, it cancels the calls waiting for it. */
+  close() {
+    native.closeEvent(handleOfEvent(this));
+  }
+}
+
+function handleOfEvent(event) {
+  const handle = eventHandles.get(event);
+  if (handle === undefined) throw typeError('not a libblitz Event');
+  return handle;
+}
+
+/**
+ * options.after of run(): Events, and Promises (any: another call's, or
+ * your own), each of which becomes an Event that its settlement sets
+ * (fulfilled: BLZ_OK, rejected: BLZ_ETASK) and then closes. A fresh array
+ * of event handles for the addon, which reads it without running any
+ * JavaScript. A Promise's settlement reaches the call through this event
+ * loop, so a call after another call starts one loop turn after it.
+ */
+function afterHandles(after) {
+  if (after === undefined) return undefined;
+  if (!Array.isArray(after)) throw typeError('options.after must be an array of Events and Promises');
+  const handles = [];
+  for (const item of Array.from(after)) {
+    if (item instanceof Promise) {
+      const bridge = new Event();
+      const settle = (status) => {
+        try {
+          bridge.set(status);
+        } catch {
+          // Closed by its env's teardown already: nothing waits any more.
+        }
+        bridge.close();
+      };
+      Promise.prototype.then.call(item, () => settle('BLZ_OK'), () => settle('BLZ_ETASK'));
+      handles.push(handleOfEvent(bridge));
+    } else if (item instanceof Event) {
+      handles.push(handleOfEvent(item));
+    } else {
+      throw typeError('options.after must hold Events and Promises only');
+    }
+  }
+  return handles;
+}
+
 /** Functions built into the addon: `noop`, the empty task (for the round-trip latency). */
 const kernels = Object.freeze({
   noop: makeNativeFunction(native.builtinFunction('noop'), 'task', '(built-in)', 'noop'),
@@ -234,16 +304,25 @@ class Pool {
   #closed = false;
 
   /**
-   * @param {{threads?: number}} [options] threads: 1..65535 workers; 0 or
-   *   absent: BLZ_NUM_THREADS, else one per CPU this process may use.
+   * @param {{threads?: number, shared?: boolean}} [options] threads:
+   *   1..65535 workers; 0 or absent: BLZ_NUM_THREADS, else one per CPU this
+   *   process may use (within its cgroup CPU quota). shared (default: true
+   *   when threads is 0 or absent): the pool is the process pool
+   *   (blz_pool_shared), the one every Pool, worker_thread and native
+   *   library of the process shares, created by whoever comes first; with
+   *   threads set it must have that many workers (else 'BLZ_EINVAL').
+   *   shared: false makes a pool of its own ("blz-node-i" threads).
    */
   constructor(options = undefined) {
-    const { threads = 0 } = checkOptions(options);
+    const opts = checkOptions(options);
+    const { threads = 0 } = opts;
     if (typeof threads !== 'number') throw typeError('options.threads must be a number');
     if (!Number.isInteger(threads) || threads < 0 || threads > 65535) {
       throw rangeError('options.threads must be an integer from 0 to 65535');
     }
-    this.#handle = native.createPool(threads);
+    const { shared = threads === 0 } = opts;
+    if (typeof shared !== 'boolean') throw typeError('options.shared must be a boolean');
+    this.#handle = native.createPool(threads, shared);
     this.#threads = native.poolThreads(this.#handle);
   }
 
@@ -270,8 +349,10 @@ class Pool {
   run(fn, arg = undefined, options = undefined) {
     const handle = checkFunction(fn, 'task', 'run');
     checkArg(arg);
-    const signal = checkSignal(checkOptions(options).signal);
-    return this.#start(signal, (token) => native.run(this.#handle, handle, arg, token));
+    const opts = checkOptions(options);
+    const signal = checkSignal(opts.signal);
+    const after = afterHandles(opts.after);
+    return this.#start(signal, (token) => native.run(this.#handle, handle, arg, token, after));
   }
 
   /**
@@ -373,6 +454,7 @@ function crc32Sync(data) {
 
 module.exports = {
   Pool,
+  Event,
   NativeFunction,
   AbortError,
   nativeFunction,

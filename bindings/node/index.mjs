@@ -3,6 +3,7 @@ import blitz from './index.js';
 
 export const {
   Pool,
+  Event,
   NativeFunction,
   AbortError,
   nativeFunction,

@@ -206,9 +206,9 @@ static call_ctx *native_call(napi_env env, pool_ctx *p, int kind, napi_value fn,
     return c;
 }
 
-/* run(handle, fn, arg, token) -> promise */
+/* run(handle, fn, arg, token, after) -> promise */
 static napi_value js_run(napi_env env, napi_callback_info info) {
-    GET_POOL_ARGS(4);
+    GET_POOL_ARGS(5);
     const native_fn *f;
     void *data;
     napi_value early;
@@ -216,7 +216,15 @@ static napi_value js_run(napi_env env, napi_callback_info info) {
     if (!c) return early;
     c->u.run.fn = f->fn.task;
     c->u.run.arg = data;
-    return submit(env, p, c, argv[0], argv[3]);
+    size_t num_after = 0;
+    blz_event **after = NULL;
+    if (!after_events(env, argv[4], &after, &num_after)) {
+        free_call(env, c); /* never submitted */
+        return NULL;
+    }
+    napi_value promise = submit(env, p, c, argv[0], argv[3], after, num_after);
+    free(after); /* read during the spawn only */
+    return promise;
 }
 
 /* parallelFor(handle, begin, end, grain, fn, arg, token) -> promise */
@@ -240,7 +248,7 @@ static napi_value js_parallel_for(napi_env env, napi_callback_info info) {
     c->u.loop.begin = begin;
     c->u.loop.end = end;
     c->u.loop.grain = grain;
-    return submit(env, p, c, argv[0], argv[6]);
+    return submit(env, p, c, argv[0], argv[6], NULL, 0);
 }
 
 /* crc32(handle, buffers, token) -> promise of numbers */
@@ -263,7 +271,7 @@ static napi_value js_crc32(napi_env env, napi_callback_info info) {
         free_call(env, c);
         return NULL;
     }
-    return submit(env, p, c, argv[0], argv[2]);
+    return submit(env, p, c, argv[0], argv[2], NULL, 0);
 }
 
 /* sort(handle, float64array, token) -> promise of the same array */
@@ -295,7 +303,7 @@ static napi_value js_sort(napi_env env, napi_callback_info info) {
         throw_status(env, BLZ_ENOMEM);
         return NULL;
     }
-    return submit(env, p, c, argv[0], argv[2]);
+    return submit(env, p, c, argv[0], argv[2], NULL, 0);
 }
 
 /* map(handle, input, output, op, mul, add, grain, token) -> promise of output */
@@ -345,7 +353,7 @@ static napi_value js_map(napi_env env, napi_callback_info info) {
     c->u.map.out = out_span.data;
     c->u.map.n = in.count;
     c->u.map.grain = grain;
-    return submit(env, p, c, argv[0], argv[7]);
+    return submit(env, p, c, argv[0], argv[7], NULL, 0);
 }
 
 /* crc32Sync(buffer) -> number, on the calling thread. */

@@ -69,7 +69,15 @@
  *    deletes it.
  *  - blz_pool: destroyed on the loop thread by close (once no call is in
  *    flight), by the handle's finalizer (none can be), or by the env
- *    cleanup hook.
+ *    cleanup hook. A default Pool is a reference to the process pool
+ *    (blz_pool_shared, 0.3), which other libraries, Pools and
+ *    worker_threads share: there blz_pool_destroy only gives the
+ *    reference up, without waiting for anything while other references
+ *    remain. So nothing relies on destroy to wait for this pool's calls:
+ *    `unfinished` counts the accepted calls whose on_done has not yet put
+ *    them on the done list (under the lock), and the teardown waits until
+ *    it is 0 (finished_all) before it gives the pool up. An on_done's last
+ *    touch of the pool_ctx is its unlock, which the waiter's lock follows.
  *  - A call's task handle (call_ctx.task): no worker touches it. It is
  *    written by blz_spawn_ex (submit) on the loop thread and used only
  *    there, only while it is valid, that is until the blz_join that frees
@@ -112,8 +120,11 @@
 typedef struct env_data env_data;
 
 /* Per env (main thread, each worker_thread): instance data, loop thread only. */
+typedef struct event_ctx event_ctx;
+
 struct env_data {
     pool_ctx *pools; /* pools not yet destroyed */
+    event_ctx *events; /* events not yet closed */
     bool torn_down;  /* the cleanup hook ran: no new pool */
 };
 
@@ -139,6 +150,8 @@ struct pool_ctx {
     bool tsfn_alive;          /* cleared by the tsfn's finalizer */
     bool signalled;           /* a wake-up is queued and deliver has not taken the list yet */
     call_ctx *done_head, *done_tail;
+    size_t unfinished;        /* accepted calls whose on_done has not queued them yet */
+    pthread_cond_t finished_all; /* broadcast when unfinished drops to 0 */
 };
 
 /* env_data with its env: the cleanup hook gets only the pointer it was
@@ -160,6 +173,7 @@ static void finish_close(napi_env env, pool_ctx *p);
 
 static void pool_unref(pool_ctx *p) {
     if (--p->refs > 0) return;
+    pthread_cond_destroy(&p->finished_all);
     pthread_mutex_destroy(&p->lock);
     free(p);
 }
@@ -233,6 +247,7 @@ static void call_done(void *done_arg, blz_status status) {
     pthread_mutex_lock(&p->lock);
     if (p->done_tail) p->done_tail->done_next = c; else p->done_head = c;
     p->done_tail = c;
+    if (--p->unfinished == 0) pthread_cond_broadcast(&p->finished_all);
     if (!p->signalled && p->tsfn_alive) {
         /* Nonblocking on an unbounded queue: napi_ok, or napi_closing /
          * napi_invalid_arg once the env is being torn down, when the cleanup
@@ -375,12 +390,23 @@ static void pool_handle_finalize(napi_env env, void *data, void *hint) {
 
 /* ---- env teardown ---- */
 
+/* Waits until every accepted call's on_done has queued it (loop thread):
+ * then no worker touches p or a call any more, whether or not destroying
+ * the blz_pool waits (it does not for a process pool others still hold). */
+static void wait_for_every_on_done(pool_ctx *p) {
+    pthread_mutex_lock(&p->lock);
+    while (p->unfinished > 0) pthread_cond_wait(&p->finished_all, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static void teardown_pool(napi_env env, pool_ctx *p) {
     /* Skip what has not started; built-in kernels stop at their next check. */
     for (call_ctx *c = p->calls; c; c = c->next)
         if (c->task) blz_task_cancel(c->task);
     /* Waits for the kernels still running (they may use V8's heap, which
-     * Node frees after this hook) and for every on_done. */
+     * Node frees after this hook) and for every on_done; then the pool (or
+     * our reference to the process pool) is given up. */
+    wait_for_every_on_done(p);
     if (p->pool) {
         blz_pool_destroy(p->pool);
         p->pool = NULL;
@@ -409,10 +435,16 @@ static void teardown_pool(napi_env env, pool_ctx *p) {
      * finalizes it later in the teardown (tsfn_finalized). */
 }
 
+static void destroy_event(event_ctx *ev);
+
 static void env_cleanup(void *arg) {
     env_data *ed = arg;
     ed->torn_down = true;
     napi_env env = ((env_box *)ed)->env;
+    /* Events first: a call waiting for an event nobody will set now is
+     * cancelled (blz_event_destroy of an unset event), so that the pools'
+     * teardown, which waits for every call's on_done, does not wait for ever. */
+    while (ed->events) destroy_event(ed->events);
     while (ed->pools) teardown_pool(env, ed->pools);
 }
 
@@ -475,7 +507,8 @@ bool accepting(const pool_ctx *p) { return p->pool && !p->closing; }
  * undefined) becomes its cancel handle. Takes ownership of c on every
  * path. Returns the promise, or NULL with an exception pending.
  */
-napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, napi_value token) {
+napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, napi_value token,
+                  blz_event *const *after, size_t num_after) {
     if (!accepting(p)) {
         free_call(env, c);
         return rejected(env, BLZ_ESHUTDOWN);
@@ -514,6 +547,9 @@ napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, nap
     if (p->calls) p->calls->prev = c;
     p->calls = c;
     if (p->in_flight++ == 0) napi_ref_threadsafe_function(env, p->tsfn);
+    pthread_mutex_lock(&p->lock);
+    p->unfinished++; /* before the spawn: on_done may come before it returns */
+    pthread_mutex_unlock(&p->lock);
 
     /* DONE_AFTER_FINISH: the handle can be joined as soon as the call is
      * on the done list. CANCEL_ON_FAILURE: a kernel's first failing piece
@@ -523,9 +559,17 @@ napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, nap
     opts.flags = BLZ_SPAWN_DONE_AFTER_FINISH | BLZ_SPAWN_CANCEL_ON_FAILURE;
     opts.on_done = call_done;
     opts.done_arg = c;
+    /* 0.3: queued once every event is set (each set from this thread, or
+     * closed: BLZ_ECANCELED, which cancels the call). The handles are
+     * read during the spawn only; no JavaScript runs before it. */
+    opts.after_events = after;
+    opts.num_after_events = num_after;
     blz_status s = blz_spawn_ex(p->pool, call_task, c, &opts, &c->task);
     if (s != BLZ_OK) {
         /* on_done will not run: the call is still ours alone (and c->task untouched: NULL). */
+        pthread_mutex_lock(&p->lock);
+        p->unfinished--;
+        pthread_mutex_unlock(&p->lock);
         unlink_call(p, c);
         if (p->in_flight == 0) napi_unref_threadsafe_function(env, p->tsfn);
         napi_value error = status_error(env, s);
@@ -543,9 +587,11 @@ pool_ctx *unwrap_pool(napi_env env, napi_value handle) {
 
 /* ---- the pool functions index.js calls ---- */
 
-/* createPool(threads) -> handle */
+/* createPool(threads, shared) -> handle: shared, a reference to the
+ * process pool (blz_pool_shared; threads 0: whatever size it has, else it
+ * must have that many, or BLZ_EINVAL); else a pool of its own. */
 static napi_value js_create_pool(napi_env env, napi_callback_info info) {
-    GET_ARGS(1);
+    GET_ARGS(2);
     env_data *ed = get_env_data(env);
     if (!ed || ed->torn_down) {
         napi_throw_error(env, "BLZ_ESHUTDOWN", "libblitz: the environment is shutting down");
@@ -556,8 +602,19 @@ static napi_value js_create_pool(napi_env env, napi_callback_info info) {
         napi_throw_range_error(env, "ERR_OUT_OF_RANGE", "threads must be an integer from 0 to 65535");
         return NULL;
     }
+    bool shared = false;
+    if (napi_get_value_bool(env, argv[1], &shared) != napi_ok) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "shared must be a boolean");
+        return NULL;
+    }
     pool_ctx *p = calloc(1, sizeof *p);
     if (!p || pthread_mutex_init(&p->lock, NULL) != 0) {
+        free(p);
+        throw_status(env, BLZ_ENOMEM);
+        return NULL;
+    }
+    if (pthread_cond_init(&p->finished_all, NULL) != 0) {
+        pthread_mutex_destroy(&p->lock);
         free(p);
         throw_status(env, BLZ_ENOMEM);
         return NULL;
@@ -565,9 +622,15 @@ static napi_value js_create_pool(napi_env env, napi_callback_info info) {
     blz_pool_config config;
     blz_pool_config_init(&config);
     config.num_threads = threads;
-    config.thread_name = "blz-node";
-    blz_status s = blz_pool_create(&config, &p->pool);
+    blz_status s;
+    if (shared) {
+        s = blz_pool_shared(&config, &p->pool); /* names and sizes are the creator's */
+    } else {
+        config.thread_name = "blz-node";
+        s = blz_pool_create(&config, &p->pool);
+    }
     if (s != BLZ_OK) {
+        pthread_cond_destroy(&p->finished_all);
         pthread_mutex_destroy(&p->lock);
         free(p);
         throw_status(env, s);
@@ -581,6 +644,7 @@ static napi_value js_create_pool(napi_env env, napi_callback_info info) {
         napi_create_threadsafe_function(env, NULL, NULL, name, 0, 1, p, tsfn_finalized, p, deliver,
                                         &p->tsfn) != napi_ok) {
         blz_pool_destroy(p->pool);
+        pthread_cond_destroy(&p->finished_all);
         pthread_mutex_destroy(&p->lock);
         free(p);
         throw_napi_failure(env, napi_generic_failure, "creating the pool's threadsafe function");
@@ -685,7 +749,142 @@ static napi_value js_close(napi_env env, napi_callback_info info) {
     return promise;
 }
 
+/* ---- events (0.3): completions set from JavaScript ----
+ *
+ * An Event's blz_event is used on its env's loop thread only (set, close,
+ * the spawns that name it): no call on it can overlap its destroy, which
+ * close(), the wrapper's finalizer or the env's teardown makes, once
+ * (the field is cleared first). An event destroyed unset completes with
+ * BLZ_ECANCELED, cancelling the calls that wait for it. */
+struct event_ctx {
+    blz_event *event;        /* NULL once destroyed */
+    env_data *ed;            /* NULL once unlinked */
+    event_ctx *prev, *next;  /* the env's list */
+};
+
+static const napi_type_tag EVENT_TAG = {0x626c69747a2d6e6fULL, 0x64652d6576656e31ULL};
+
+static void destroy_event(event_ctx *ev) {
+    blz_event *event = ev->event;
+    ev->event = NULL;
+    if (event) blz_event_destroy(event);
+    if (!ev->ed) return;
+    if (ev->prev) ev->prev->next = ev->next; else ev->ed->events = ev->next;
+    if (ev->next) ev->next->prev = ev->prev;
+    ev->prev = ev->next = NULL;
+    ev->ed = NULL;
+}
+
+static void event_finalize(napi_env env, void *data, void *hint) {
+    (void)env;
+    (void)hint;
+    destroy_event(data);
+    free(data);
+}
+
+static event_ctx *unwrap_event(napi_env env, napi_value handle) {
+    return unwrap_tagged(env, handle, &EVENT_TAG, "not a libblitz event handle");
+}
+
+/* createEvent() -> handle */
+static napi_value js_create_event(napi_env env, napi_callback_info info) {
+    (void)info;
+    env_data *ed = get_env_data(env);
+    if (!ed || ed->torn_down) {
+        napi_throw_error(env, "BLZ_ESHUTDOWN", "libblitz: the environment is shutting down");
+        return NULL;
+    }
+    event_ctx *ev = calloc(1, sizeof *ev);
+    if (!ev) {
+        throw_status(env, BLZ_ENOMEM);
+        return NULL;
+    }
+    blz_status s = blz_event_create(&ev->event);
+    if (s != BLZ_OK) {
+        free(ev);
+        throw_status(env, s);
+        return NULL;
+    }
+    napi_value handle;
+    if (napi_create_object(env, &handle) != napi_ok || napi_wrap(env, handle, ev, event_finalize, NULL, NULL) != napi_ok) {
+        blz_event_destroy(ev->event);
+        free(ev);
+        throw_napi_failure(env, napi_generic_failure, "creating an event handle");
+        return NULL;
+    }
+    napi_type_tag_object(env, handle, &EVENT_TAG);
+    ev->ed = ed;
+    ev->next = ed->events;
+    if (ed->events) ed->events->prev = ev;
+    ed->events = ev;
+    return handle;
+}
+
+/* setEvent(handle, status): BLZ_OK, BLZ_ETASK or BLZ_ECANCELED; throws
+ * BLZ_EINVAL on a second set, another status or a closed event. */
+static napi_value js_set_event(napi_env env, napi_callback_info info) {
+    GET_ARGS(2);
+    event_ctx *ev = unwrap_event(env, argv[0]);
+    if (!ev) return NULL;
+    int32_t status;
+    if (napi_get_value_int32(env, argv[1], &status) != napi_ok) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "status must be a number");
+        return NULL;
+    }
+    blz_status s = ev->event ? blz_event_set(ev->event, status) : BLZ_EINVAL;
+    if (s != BLZ_OK) throw_status(env, s);
+    return NULL;
+}
+
+/* closeEvent(handle): idempotent. */
+static napi_value js_close_event(napi_env env, napi_callback_info info) {
+    GET_ARGS(1);
+    event_ctx *ev = unwrap_event(env, argv[0]);
+    if (ev) destroy_event(ev);
+    return NULL;
+}
+
+bool after_events(napi_env env, napi_value after, blz_event ***out, size_t *count) {
+    *out = NULL;
+    *count = 0;
+    if (is_undefined_or_null(env, after)) return true;
+    uint32_t n = 0;
+    bool is_array = false;
+    if (napi_is_array(env, after, &is_array) != napi_ok || !is_array ||
+        napi_get_array_length(env, after, &n) != napi_ok) {
+        napi_throw_type_error(env, "ERR_INVALID_ARG_TYPE", "after must be an array");
+        return false;
+    }
+    if (n == 0) return true;
+    blz_event **list = malloc(n * sizeof *list);
+    if (!list) {
+        throw_status(env, BLZ_ENOMEM);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; ++i) {
+        napi_value element;
+        if (napi_get_element(env, after, i, &element) != napi_ok) {
+            free(list);
+            throw_napi_failure(env, napi_generic_failure, "reading after");
+            return false;
+        }
+        event_ctx *ev = unwrap_event(env, element); /* a TypeError pending when not an event */
+        if (!ev || !ev->event) {
+            free(list);
+            if (ev) napi_throw_error(env, "BLZ_EINVAL", "libblitz: an event in `after` is closed");
+            return false;
+        }
+        list[i] = ev->event;
+    }
+    *out = list;
+    *count = n;
+    return true;
+}
+
 const js_export lifetime_exports[] = {
+    {"createEvent", js_create_event},
+    {"setEvent", js_set_event},
+    {"closeEvent", js_close_event},
     {"createPool", js_create_pool},
     {"poolThreads", js_pool_threads},
     {"cancel", js_cancel},

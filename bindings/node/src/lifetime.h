@@ -56,14 +56,21 @@ bool accepting(const pool_ctx *p);
 napi_value rejected(napi_env env, blz_status s);
 /* Spawns c on p (see lifetime.c); owns c on every path. The promise, or
  * NULL with an exception pending. */
-napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, napi_value token);
+napi_value submit(napi_env env, pool_ctx *p, call_ctx *c, napi_value handle, napi_value token,
+                  blz_event *const *after, size_t num_after);
+/* The events of an `after` array (index.js passes event handles only):
+ * *out a malloc'ed list the caller frees after submit (NULL, *count 0 for
+ * undefined, null or an empty array). false with an exception pending for
+ * a closed event (BLZ_EINVAL) or anything else. Reads own elements of an
+ * array made by index.js: no JavaScript runs. */
+bool after_events(napi_env env, napi_value after, blz_event ***out, size_t *count);
 /* Frees a call that no worker can touch (never submitted, or settled). */
 void free_call(napi_env env, call_ctx *c);
 
 /* Once per env, from the module's init: its instance data and cleanup hook. */
 bool lifetime_init_env(napi_env env);
 
-/* createPool, poolThreads, stats, close and cancel. */
+/* createPool, poolThreads, stats, close, cancel, and the events' createEvent, setEvent, closeEvent. */
 extern const js_export lifetime_exports[];
 
 #endif

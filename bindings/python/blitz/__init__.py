@@ -28,12 +28,13 @@ from ._executor import Executor
 from ._pool import Pool, Task
 from ._errors import BlitzError, PoolClosedError
 from ._futures import Future
+from ._events import Event
 
 __version__ = "0.3.0"
 
 __all__ = [
     "__version__", "library_version", "library_path", "aio",
-    "Executor", "Future", "Pool", "Task", "BlitzError", "PoolClosedError", "blocking",
+    "Executor", "Event", "Future", "Pool", "Task", "BlitzError", "PoolClosedError", "blocking",
     "BrokenExecutor", "BrokenThreadPool", "RANGE_FN", "TASK_FN",
     "BLZ_OK", "BLZ_EINVAL", "BLZ_ENOMEM", "BLZ_ETHREAD", "BLZ_ESHUTDOWN", "BLZ_EDEADLK",
     "BLZ_ETASK", "BLZ_EFORK", "BLZ_ETIMEDOUT", "BLZ_ECANCELED", "BLZ_MAX_THREADS",

@@ -22,6 +22,7 @@ BLZ_ETIMEDOUT = -8
 BLZ_ECANCELED = -9
 BLZ_MAX_THREADS = 65535
 BLZ_GROUP_CANCEL_ON_FAILURE = 1
+BLZ_SPAWN_AFTER_ANY_END = 8
 # The ABI this binding was written against: same major, at least this minor.
 ABI_MAJOR = 0
 ABI_MINOR = 3

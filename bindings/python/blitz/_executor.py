@@ -72,6 +72,25 @@ class Executor(PoolOperations, concurrent.futures.ThreadPoolExecutor):
             self._check_open()
             return self._runtime.submit(fn, args, kwargs)
 
+    def submit_after(self, after: Iterable[Any], fn: Callable[..., Any], /, *args: Any,
+                     **kwargs: Any) -> concurrent.futures.Future:
+        """Runs fn(*args, **kwargs) on a worker once every predecessor in
+        `after` has completed: Futures (this executor's or any other
+        concurrent.futures.Future) and blitz.Events. Until then the task
+        is queued nowhere and no thread waits for it (libblitz 0.3's
+        dependencies). A predecessor that raised or was cancelled (an Event
+        set with BLZ_ETASK or BLZ_ECANCELED, or closed unset) cancels the
+        task: its Future is then cancelled. submit() keeps its standard
+        signature; this is the separate door for dependencies."""
+        from ._events import Predecessors
+        predecessors = Predecessors(after)
+        try:
+            with self._shutdown_lock:   # no shutdown between the check and the spawn
+                self._check_open()
+                return self._runtime.submit(fn, args, kwargs, after_events=predecessors.handles)
+        finally:
+            predecessors.release()
+
     def map(self, fn: Callable[..., Any], *iterables: Iterable[Any], timeout: Optional[float] = None,
             chunksize: int = 1) -> Iterator[Any]:
         """fn over the iterables' items, as the builtin map, computed on the

@@ -171,6 +171,12 @@ class Future(concurrent.futures.Future):
     def set_exception(self, exception):
         self._finish((False, exception))
 
+    def __await__(self):
+        """`await future` in a coroutine: the result, without a thread
+        waiting for it (blitz.aio.result_of, which has the details)."""
+        from .aio import result_of   # asyncio is loaded only by those who await
+        return result_of(self).__await__()
+
     def __repr__(self):
         phase, final = self._phase, self._final   # the phase first: final is written before it
         name = f"<{type(self).__name__} at {id(self):#x} state={_DESCRIPTIONS[phase]}"

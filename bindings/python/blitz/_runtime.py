@@ -133,6 +133,7 @@ from ._futures import Future
 
 _lib = _capi.lib
 _held = _capi.held
+_EVENTS = ctypes.POINTER(ctypes.c_void_p)   # blz_event *const *
 _LOGGER = logging.getLogger("concurrent.futures")  # where the standard executors log
 
 _python = ctypes.PyDLL(None)  # the interpreter's own C API; calls keep the GIL
@@ -410,13 +411,17 @@ class Runtime:
 
     # -- tasks ------------------------------------------------------------
 
-    def spawn(self, future, fn, arg=None, in_task_group=True):
+    def spawn(self, future, fn, arg=None, in_task_group=True, after_events=None, flags=0):
         """Spawns fn (a blz_fn) as a task whose on_done completes future, in
         the pool's task group (or, in_task_group False, in no group: a map
         run's drainer or a kernel run, which cancel their own tasks); arg
-        None passes the future's key (Python tasks). Raises, with nothing
-        spawned, on failure. An interrupt may also come once the task exists
-        (future._task_cell is set): it then runs and completes future."""
+        None passes the future's key (Python tasks). after_events: None, or
+        a ctypes array of blz_event handles the task runs after (0.3; valid
+        during the call: the caller holds a use of each, see _events.py);
+        flags: blz_spawn_options flags (BLZ_SPAWN_AFTER_ANY_END). Raises,
+        with nothing spawned, on failure. An interrupt may also come once
+        the task exists (future._task_cell is set): it then runs and
+        completes future."""
         key = id(future)
         task = future._task_cell
         unit = _allocate_lock()
@@ -430,8 +435,14 @@ class Runtime:
             options, options_address = scratch = _spawn_scratch()
             options.group = self._task_group_cell.value if in_task_group else None   # alive: we hold a unit
             options.done_arg = key
+            options.flags = flags
+            options.after_events = None if after_events is None else ctypes.cast(after_events, _EVENTS)
+            options.num_after_events = 0 if after_events is None else len(after_events)
             status = _held.blz_spawn_ex(self._ptr, fn, key if arg is None else arg, options_address,
                                         ctypes.addressof(task))
+            options.flags = 0                # the scratch goes back as blz_spawn_options_init left it
+            options.after_events = None
+            options.num_after_events = 0
             _tls.scratch = scratch
             check(status, "blz_spawn_ex")
         finally:
@@ -445,9 +456,10 @@ class Runtime:
                     self._units.discard(unit)
         return future
 
-    def submit(self, fn, args, kwargs):
-        """fn(*args, **kwargs) as a task; returns its Future."""
-        return self.spawn(Future(self, (fn, args, kwargs)), _RUN_TASK)
+    def submit(self, fn, args, kwargs, after_events=None, flags=0):
+        """fn(*args, **kwargs) as a task; returns its Future. after_events
+        and flags: as for spawn."""
+        return self.spawn(Future(self, (fn, args, kwargs)), _RUN_TASK, after_events=after_events, flags=flags)
 
     def submit_c(self, cfunc, arg):
         """cfunc(arg) as a task, called by the worker directly; returns its Future."""

@@ -210,6 +210,7 @@ class TestModule(unittest.TestCase):
         if base in plain:
             return plain[base]
         name, _, stars = base.partition(" ")
+        stars = stars.replace(" ", "")   # "blz_task *const *" (a const array of handles) reads "* *"
         if name in handles:
             return {"*": ctypes.c_void_p, "**": ctypes.POINTER(ctypes.c_void_p)}[stars]
         if name in structs and stars == "*":

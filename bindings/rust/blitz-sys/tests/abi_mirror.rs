@@ -84,9 +84,16 @@ fn rust_to_c(rust: &str) -> String {
     }
     let mut depth = 0;
     let mut is_const = false;
+    // "*const *mut T" (a list of handles read only, 0.3's predecessor
+    // lists) is C's "T *const *": header.rs writes it "T const**".
+    let mut const_pointer_inside = false;
     loop {
         if let Some(rest) = s.strip_prefix("*mut") {
-            assert!(!is_const, "a const pointer to a pointer has no canonical form: {}", rust);
+            if is_const {
+                assert!(depth == 1 && !const_pointer_inside, "no canonical form for {}", rust);
+                const_pointer_inside = true;
+                is_const = false;
+            }
             s = rest.to_string();
         } else if let Some(rest) = s.strip_prefix("*const") {
             assert!(!is_const, "a const pointer to a pointer has no canonical form: {}", rust);
@@ -108,6 +115,9 @@ fn rust_to_c(rust: &str) -> String {
         "()" | "" => "void",
         other => other,
     };
+    if const_pointer_inside {
+        return format!("{} const{}", base, "*".repeat(depth));
+    }
     format!("{}{}{}", if is_const { "const " } else { "" }, base, "*".repeat(depth))
 }
 

@@ -503,19 +503,71 @@ impl<S> ThreadPoolBuilder<S> {
 }
 
 impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
-    fn build_pool(mut self) -> Result<ThreadPool, ThreadPoolBuildError> {
+    fn build_pool(self) -> Result<ThreadPool, ThreadPoolBuildError> {
+        self.build_with(Creation::Own)
+    }
+
+    /// The global pool, on the process pool (`blz_pool_shared`) that C,
+    /// C++, Python and other Rust users of libblitz in the process share.
+    ///
+    /// Its workers are known to this crate without hooks when the builder
+    /// asks for nothing that needs them: the pool may have been created by
+    /// another user (with no hooks of ours), so a worker of it is
+    /// recognised by `blz_worker_index` instead (`registry::global_worker`),
+    /// and the config names only what the builder set, which an existing
+    /// pool must match (else `Error::InvalidArgument`: never a second
+    /// pool). Start or exit handlers, a name closure or a spawn handler need
+    /// our hooks or our threads: then the config carries them, and only a
+    /// process pool that does not exist yet can have them.
+    pub(crate) fn build_process_pool(mut self) -> Result<ThreadPool, ThreadPoolBuildError> {
+        let needs_hooks = self.start_handler.is_some()
+            || self.exit_handler.is_some()
+            || self.get_thread_name.is_some()
+            || !self.spawn_handler.is_default();
+        if needs_hooks {
+            return self.build_with(Creation::ProcessPool);
+        }
+        if self.num_threads > sys::BLZ_MAX_THREADS as usize {
+            return Err(Error::InvalidArgument.into());
+        }
+        let prefix = optional_c_string(&self.thread_name_prefix)?;
+        let cpu_list = optional_c_string(&self.cpu_list)?;
+        let mut raw = ptr::null_mut();
+        // SAFETY: the config is initialised by the library and points at
+        // strings that live until the call returns (the library copies them).
+        unsafe {
+            let mut config = std::mem::MaybeUninit::<sys::blz_pool_config>::zeroed().assume_init();
+            sys::blz_pool_config_init(&mut config);
+            config.num_threads = self.num_threads as u32; // 0: whatever the pool has
+            config.stack_size = self.stack_size.unwrap_or(0);
+            config.thread_name = prefix.as_ref().map_or(ptr::null(), |p| p.as_ptr());
+            config.cpu_list = cpu_list.as_ref().map_or(ptr::null(), |l| l.as_ptr());
+            Error::check(sys::blz_pool_shared(&config, &mut raw))?;
+        }
+        // SAFETY: raw is the reference just taken, never given up.
+        let num_threads = unsafe { sys::blz_pool_num_threads(raw) } as usize;
+        let registry = Arc::new(Registry::new(RegistryParts {
+            num_threads,
+            start_handler: None,
+            exit_handler: None,
+            panic_handler: self.panic_handler.take(),
+            breadth_first: self.breadth_first,
+            stop: Arc::new(StopSignal::default()),
+        }));
+        registry.publish(raw);
+        // The reference a hook would hold: the global pool is never dropped,
+        // so this Registry lives as long as the process.
+        let hooks_ref = Arc::into_raw(Arc::clone(&registry));
+        Ok(ThreadPool::from_parts(registry, raw, hooks_ref))
+    }
+
+    fn build_with(mut self, creation: Creation) -> Result<ThreadPool, ThreadPoolBuildError> {
         let num_threads = self.resolved_num_threads();
         if num_threads > sys::BLZ_MAX_THREADS as usize {
             return Err(Error::InvalidArgument.into());
         }
-        let prefix = match &self.thread_name_prefix {
-            Some(prefix) => Some(CString::new(prefix.as_str()).map_err(|_| Error::InvalidArgument)?),
-            None => None,
-        };
-        let cpu_list = match &self.cpu_list {
-            Some(list) => Some(CString::new(list.as_str()).map_err(|_| Error::InvalidArgument)?),
-            None => None,
-        };
+        let prefix = optional_c_string(&self.thread_name_prefix)?;
+        let cpu_list = optional_c_string(&self.cpu_list)?;
         // libblitz starts and names ("prefix-i") its own threads, unless the
         // threads need more: a spawn handler's, or std threads named by the
         // name closure (Rayon's default spawn), handed out in index order.
@@ -542,7 +594,7 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
             cpu_list: cpu_list.as_ref(),
             handout: if handed_out { Some(&mut handout) } else { None },
         };
-        let created = create(registry, threads);
+        let created = create(registry, threads, creation);
         match (created, handout.early.take()) {
             (Ok(pool), _) => Ok(pool),
             // The workers handed out so far have come and gone (libblitz
@@ -555,6 +607,22 @@ impl<S: ThreadSpawn> ThreadPoolBuilder<S> {
 }
 
 /// Worker `index`'s name: the closure's, else "prefix-index" with a prefix.
+/// A builder's text for C: None stays NULL; a NUL byte inside is refused.
+fn optional_c_string(text: &Option<String>) -> Result<Option<CString>, Error> {
+    match text {
+        Some(text) => CString::new(text.as_str()).map(Some).map_err(|_| Error::InvalidArgument),
+        None => Ok(None),
+    }
+}
+
+/// Which C call makes the pool: a pool of its own (`blz_pool_create`), or
+/// the process pool with our hooks (`blz_pool_shared`, the global pool).
+#[derive(Clone, Copy, PartialEq)]
+enum Creation {
+    Own,
+    ProcessPool,
+}
+
 fn thread_name(
     name_of: Option<&mut NameFn>,
     prefix: Option<&CString>,
@@ -664,9 +732,10 @@ fn cpu_list_len(list: &str) -> Option<usize> {
     Some(entries)
 }
 
-/// `blz_pool_create` for a registry; the pool's hooks hold an `Arc` of it
-/// until `on_destroyed`.
-fn create(registry: Registry, threads: Threads<'_, '_>) -> Result<ThreadPool, Error> {
+/// `blz_pool_create` (or `blz_pool_shared`) for a registry; the pool's
+/// hooks hold an `Arc` of it until `on_destroyed` (for ever for the process
+/// pool, whose reference the global pool never gives up).
+fn create(registry: Registry, threads: Threads<'_, '_>, creation: Creation) -> Result<ThreadPool, Error> {
     let registry = Arc::new(registry);
     let hooks_ref = Arc::into_raw(Arc::clone(&registry));
     // SAFETY: the config is initialised by the library, then filled with
@@ -688,7 +757,13 @@ fn create(registry: Registry, threads: Threads<'_, '_>) -> Result<ThreadPool, Er
             config.spawn_user = handout as *mut Handout<'_> as *mut c_void;
         }
         let mut raw = ptr::null_mut();
-        if let Err(error) = Error::check(sys::blz_pool_create(&config, &mut raw)) {
+        let status = match creation {
+            Creation::Own => sys::blz_pool_create(&config, &mut raw),
+            // Only a process pool not created yet takes our hooks: any
+            // other is refused (EINVAL), and nothing of ours was used.
+            Creation::ProcessPool => sys::blz_pool_shared(&config, &mut raw),
+        };
+        if let Err(error) = Error::check(status) {
             // The workers already started have stopped: nobody uses the hooks' Arc.
             drop(Arc::from_raw(hooks_ref));
             return Err(error);

@@ -91,11 +91,11 @@ pub use error::{Error, PanicPayload};
 pub use job::{join_context, FnContext};
 pub use pool::{
     block_in_place, broadcast, current_num_threads, current_thread_index, is_cancelled, isolate, join, max_num_threads,
-    spawn, spawn_broadcast, spawn_fifo, ThreadPool,
+    spawn, spawn_broadcast, spawn_fifo, spawn_future, ThreadPool,
 };
 pub use registry::Registry;
 pub use scope::{in_place_scope, in_place_scope_fifo, scope, scope_fifo, Scope, ScopeFifo};
-pub use task::JoinHandle;
+pub use task::{JoinHandle, SpawnFuture};
 
 /// The raw C API, re-exported.
 pub use blitz_sys as sys;

@@ -12,7 +12,7 @@ use crate::job;
 use crate::registry::{self, current_worker, global_pool, Registry};
 use crate::scope::{self, Scope, ScopeFifo};
 use crate::spawn::{spawn_fifo_in, spawn_in};
-use crate::task::JoinHandle;
+use crate::task::{JoinHandle, SpawnFuture};
 use crate::{Error, Stats};
 
 /// A pool of worker threads that run closures by work stealing.
@@ -61,7 +61,7 @@ impl ThreadPool {
     }
 
     /// The pool's own Registry (not the public field, which a user may replace).
-    fn own_registry(&self) -> &Registry {
+    pub(crate) fn own_registry(&self) -> &Registry {
         // SAFETY: the hooks' Arc is given up only after the pool ended,
         // which starts when self is dropped.
         unsafe { &*self.hooks_ref }
@@ -500,6 +500,43 @@ impl ThreadPool {
         unsafe { JoinHandle::spawn(self.raw, self.own_registry(), f) }
     }
 
+    /// Starts `f` on this pool and returns a [`Future`](std::future::Future)
+    /// of its value (rayon#679's `spawn_future`): no thread waits, the
+    /// task's end wakes whoever polls. A panic of `f` is resumed in the
+    /// poll that finds it; dropping the future lets the task run on,
+    /// detached. Any executor drives it; here a bare one that parks the
+    /// polling thread until it is woken:
+    ///
+    /// ```
+    /// use std::future::Future;
+    /// use std::sync::Arc;
+    /// use std::task::{Context, Poll, Wake};
+    /// use std::thread::{self, Thread};
+    ///
+    /// struct Unpark(Thread);
+    /// impl Wake for Unpark {
+    ///     fn wake(self: Arc<Self>) { self.0.unpark() }
+    /// }
+    ///
+    /// let pool = blitz::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
+    /// let mut future = Box::pin(pool.spawn_future(|| 6 * 7));
+    /// let waker = Arc::new(Unpark(thread::current())).into();
+    /// let value = loop {
+    ///     match future.as_mut().poll(&mut Context::from_waker(&waker)) {
+    ///         Poll::Ready(value) => break value,
+    ///         Poll::Pending => thread::park(),
+    ///     }
+    /// };
+    /// assert_eq!(value, 42);
+    /// ```
+    pub fn spawn_future<F, T>(&self, f: F) -> SpawnFuture<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        SpawnFuture::new(self.spawn_with_handle(f))
+    }
+
     /// The number of workers.
     pub fn current_num_threads(&self) -> usize {
         // SAFETY: self.raw is alive as long as &self.
@@ -739,6 +776,20 @@ where
             }
         },
         None => global_pool().spawn(op),
+    }
+}
+
+/// [`ThreadPool::spawn_future`] on the current pool (the calling worker's,
+/// else the global one).
+pub fn spawn_future<F, T>(f: F) -> SpawnFuture<T>
+where
+    F: FnOnce() -> T + Send + 'static,
+    T: Send + 'static,
+{
+    match current_worker() {
+        // SAFETY: a worker's pool and Registry are alive while the worker runs.
+        Some(worker) => SpawnFuture::new(unsafe { JoinHandle::spawn(worker.pool, &*worker.registry, f) }),
+        None => global_pool().spawn_future(f),
     }
 }
 

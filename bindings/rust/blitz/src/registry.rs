@@ -304,7 +304,7 @@ pub(crate) struct WorkerRef {
 pub(crate) fn current_worker() -> Option<WorkerRef> {
     let (registry, index) = CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0));
     if registry.is_null() {
-        return None;
+        return global_worker();
     }
     // SAFETY: a worker's Registry outlives the worker (see WorkerRef).
     // Acquire: pairs with the Release in `publish`.
@@ -316,12 +316,51 @@ pub(crate) fn current_worker() -> Option<WorkerRef> {
     }
 }
 
+thread_local! {
+    /// On a worker of the global pool that no hook of ours marked (see
+    /// global_worker): its index + 1, once asked; 0 until then.
+    static GLOBAL_INDEX: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The calling thread as a worker of the global pool when no hook set
+/// CURRENT: the process pool may have been created by another user of
+/// libblitz (C code, Python), without our hooks, so its workers are asked
+/// of libblitz (`blz_worker_index`). A yes is kept in a thread-local: a
+/// worker of the process pool stays one for its whole life, since the
+/// global pool's reference keeps that pool from ever ending. A no is asked
+/// again each time (a cheap call; a thread outside the pool pays it only
+/// on its way into the pool), so that no answer can go stale.
+#[cold]
+fn global_worker() -> Option<WorkerRef> {
+    // Acquire: pairs with the Release in init_global (the pool is built).
+    let global = GLOBAL.load(Ordering::Acquire);
+    if global.is_null() {
+        return None;
+    }
+    // SAFETY: the global pool is never freed once published.
+    let global = unsafe { &*global };
+    let pool = global.as_raw();
+    let known = GLOBAL_INDEX.try_with(Cell::get).unwrap_or(0);
+    let index = if known != 0 {
+        known - 1
+    } else {
+        // SAFETY: the process pool's handle, whose reference is never given up.
+        let index = unsafe { sys::blz_worker_index(pool) };
+        if index < 0 {
+            return None;
+        }
+        let _ = GLOBAL_INDEX.try_with(|c| c.set(index as usize + 1));
+        index as usize
+    };
+    Some(WorkerRef { registry: global.own_registry(), pool, index })
+}
+
 /// The calling worker's index, also in a start handler (before the pool's
 /// handle is known).
 pub(crate) fn current_index() -> Option<usize> {
     let (registry, index) = CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0));
     if registry.is_null() {
-        None
+        global_worker().map(|worker| worker.index)
     } else {
         Some(index)
     }
@@ -346,6 +385,10 @@ pub(crate) fn current_or_global() -> (*mut sys::blz_pool, bool) {
 /// handler (before the pool's handle is known); None on any other thread.
 pub(crate) fn current_num_threads() -> Option<usize> {
     let (registry, _) = CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0));
+    if registry.is_null() {
+        // SAFETY: as in current_worker.
+        return global_worker().map(|worker| unsafe { (*worker.registry).num_threads });
+    }
     // SAFETY: as in current_worker.
     unsafe { registry.as_ref() }.map(|registry| registry.num_threads)
 }
@@ -353,7 +396,10 @@ pub(crate) fn current_num_threads() -> Option<usize> {
 /// Runs `f` with the registry of the worker this runs on. Used in the
 /// trampolines of detached work, which always runs on a worker of its pool.
 pub(crate) fn with_worker_registry(f: impl FnOnce(&Registry)) {
-    let (registry, _) = CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0));
+    let (mut registry, _) = CURRENT.try_with(Cell::get).unwrap_or((ptr::null(), 0));
+    if registry.is_null() {
+        registry = global_worker().map_or(ptr::null(), |worker| worker.registry);
+    }
     if registry.is_null() {
         abort("detached work ran outside a worker of its pool");
     }
@@ -411,8 +457,9 @@ pub(crate) fn init_global<S: ThreadSpawn>(
     if !GLOBAL.load(Ordering::Acquire).is_null() {
         return Err(ThreadPoolBuildError::global_pool_already_initialized());
     }
-    let pool = builder.build()?;
-    // Leaked on purpose: the global pool lives as long as the process.
+    let pool = builder.build_process_pool()?;
+    // Leaked on purpose: the global pool lives as long as the process, and
+    // with it the process pool's reference (see global_worker).
     let pool = Box::into_raw(Box::new(pool));
     // Release: pairs with the Acquire in global_pool.
     GLOBAL.store(pool, Ordering::Release);
@@ -420,8 +467,9 @@ pub(crate) fn init_global<S: ThreadSpawn>(
     Ok(unsafe { &*pool })
 }
 
-/// The global pool, built with the defaults (`BLZ_NUM_THREADS`, else one
-/// worker per CPU) on first use.
+/// The global pool, on the process pool (`blz_pool_shared`: the pool
+/// every libblitz user of the process shares, created with libblitz's
+/// defaults by whoever comes first), taken on first use.
 ///
 /// # Panics
 /// If it cannot be built (the OS refused its threads).

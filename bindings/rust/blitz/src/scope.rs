@@ -350,20 +350,7 @@ impl<'scope> ScopeBase<'scope> {
         job: *mut c_void,
         free_refused: impl FnOnce(),
     ) {
-        let opts = sys::blz_spawn_options {
-            // What blz_spawn_options_init sets, without a call per spawn.
-            struct_size: std::mem::size_of::<sys::blz_spawn_options>() as u32,
-            flags: 0,
-            group: self.group,
-            on_done: Some(done),
-            done_arg: job,
-            after_tasks: ptr::null(),
-            num_after_tasks: 0,
-            after_events: ptr::null(),
-            num_after_events: 0,
-            after_groups: ptr::null(),
-            num_after_groups: 0,
-        };
+        let opts = crate::spawn::spawn_options(0, self.group, Some(done), job);
         // The group lives until every task of it has ended (the scope
         // waits, and on_done runs before that wait returns).
         let status = sys::blz_spawn_ex(ptr::null_mut(), Some(execute), job, &opts, ptr::null_mut());

@@ -28,6 +28,28 @@ pub(crate) fn run_detached<F: FnOnce()>(f: F) {
     }
 }
 
+/// `blz_spawn_options` as `blz_spawn_options_init` fills them (struct_size
+/// set, every other field zero: no predecessor lists, whatever this
+/// version of the struct holds) with these fields, without a C call per
+/// spawn. Not a struct literal, so that fields the struct gains (0.3's
+/// predecessor lists) stay zero without a change here.
+pub(crate) fn spawn_options(
+    flags: u32,
+    group: *mut sys::blz_group,
+    on_done: sys::blz_done_fn,
+    done_arg: *mut c_void,
+) -> sys::blz_spawn_options {
+    // SAFETY: every field is an integer, a raw pointer or an Option of a
+    // function pointer, for which all-zero bytes are valid (0, NULL, None).
+    let mut opts: sys::blz_spawn_options = unsafe { std::mem::zeroed() };
+    opts.struct_size = std::mem::size_of::<sys::blz_spawn_options>() as u32;
+    opts.flags = flags;
+    opts.group = group;
+    opts.on_done = on_done;
+    opts.done_arg = done_arg;
+    opts
+}
+
 unsafe extern "C" fn run_boxed<F: FnOnce() + Send>(arg: *mut c_void) {
     // SAFETY: arg is the Box that spawn_in leaked for this task, run once.
     let f = Box::from_raw(arg as *mut F);
@@ -57,19 +79,7 @@ where
 {
     let job = Box::into_raw(Box::new(f));
     registry.work_started();
-    let opts = sys::blz_spawn_options {
-        struct_size: std::mem::size_of::<sys::blz_spawn_options>() as u32,
-        flags,
-        group: ptr::null_mut(),
-        on_done: None,
-        done_arg: ptr::null_mut(),
-        after_tasks: ptr::null(),
-        num_after_tasks: 0,
-        after_events: ptr::null(),
-        num_after_events: 0,
-        after_groups: ptr::null(),
-        num_after_groups: 0,
-    };
+    let opts = spawn_options(flags, ptr::null_mut(), None, ptr::null_mut());
     let status = sys::blz_spawn_ex(pool, Some(run_boxed::<F>), job as *mut c_void, &opts, ptr::null_mut());
     if status != sys::BLZ_OK {
         // Refused (out of memory, or a forked child): the task will not run.

@@ -1,9 +1,13 @@
 use std::cell::{Cell, UnsafeCell};
 use std::fmt;
+use std::future::Future;
 use std::os::raw::c_void;
 use std::panic::{self, AssertUnwindSafe};
+use std::pin::Pin;
 use std::ptr;
 use std::sync::atomic::{self, AtomicUsize, Ordering};
+use std::sync::Mutex;
+use std::task::{Context, Poll, Waker};
 use std::thread;
 use std::time::Duration;
 
@@ -11,7 +15,7 @@ use blitz_sys as sys;
 
 use crate::error::PanicPayload;
 use crate::job::{drop_payload, fail};
-use crate::registry::{with_worker_registry, Registry};
+use crate::registry::{lock, with_worker_registry, Registry};
 use crate::Error;
 
 type Outcome<T> = Option<thread::Result<T>>;
@@ -29,6 +33,21 @@ struct Shared<T> {
     /// Written by the trampoline; read by the handle only after libblitz
     /// said the task finished, which orders the two. None: never ran.
     outcome: UnsafeCell<Outcome<T>>,
+    /// What a poll of the handle as a Future and the task's on_done tell
+    /// each other (see `WakeState`).
+    wake: Mutex<WakeState>,
+}
+
+/// The hand-off between `poll` and `task_done`, under one mutex so that a
+/// waker stored by a poll is either seen by `task_done` or the poll sees
+/// `finished` (no lost wake-up, whichever comes first).
+#[derive(Default)]
+struct WakeState {
+    /// Set by `task_done`, which runs after the task finished
+    /// (BLZ_SPAWN_DONE_AFTER_FINISH): from then on a join returns at once.
+    finished: bool,
+    /// The waker of the last poll that found the task unfinished.
+    waker: Option<Waker>,
 }
 
 #[repr(C)]
@@ -60,8 +79,21 @@ unsafe extern "C" fn task_done<F: FnOnce() -> T, T>(arg: *mut c_void, _status: s
     // If the handle let go, this frees the job and drops the value, the
     // panic payload or the closure that never ran here, on the worker;
     // none of them may unwind into C.
+    // The wake comes first: the job is alive until our share is given up.
+    // A waker's wake may run the executor's code, which may panic.
     let job = arg as *const SpawnJob<F, T>;
-    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| release::<F, T>(job as *const Shared<T>))) {
+    let end = || {
+        let waker = {
+            let mut state = lock(&(*job).shared.wake);
+            state.finished = true;
+            state.waker.take()
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        release::<F, T>(job as *const Shared<T>)
+    };
+    if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(end)) {
         std::mem::forget(payload);
     }
     // Last: the pool may be released from here on (see Registry::work).
@@ -88,6 +120,15 @@ unsafe fn release<F, T>(shared: *const Shared<T>) {
 /// Dropping the handle without any of these waits for the task, like the
 /// handles of `std::thread::scope`. The handle stays valid after its pool
 /// was dropped.
+///
+/// The handle is also a [`Future`] of what `join` returns, for any
+/// executor: a poll never blocks (it only registers the waker, or takes the
+/// value of a finished task), and the task's end wakes the waker of the
+/// latest poll from the worker that ran it. Dropping a handle that was
+/// polled but is not ready still waits for the task, as above: to let an
+/// async caller walk away, [`detach`](JoinHandle::detach) it, or use
+/// [`ThreadPool::spawn_future`](crate::ThreadPool::spawn_future), whose
+/// future detaches when dropped.
 #[must_use = "dropping a JoinHandle waits for the task; join it to get its value, or detach it"]
 pub struct JoinHandle<T> {
     /// The C handle until a wait saw the task finish (libblitz freed it
@@ -117,7 +158,11 @@ impl<T> JoinHandle<T> {
         T: Send + 'static,
     {
         let job = Box::into_raw(Box::new(SpawnJob::<F, T> {
-            shared: Shared { owners: AtomicUsize::new(2), outcome: UnsafeCell::new(None) },
+            shared: Shared {
+                owners: AtomicUsize::new(2),
+                outcome: UnsafeCell::new(None),
+                wake: Mutex::new(WakeState::default()),
+            },
             f: UnsafeCell::new(Some(f)),
         }));
         let mut task = ptr::null_mut();
@@ -127,6 +172,9 @@ impl<T> JoinHandle<T> {
         let mut options = options.assume_init();
         options.on_done = Some(task_done::<F, T>);
         options.done_arg = job as *mut c_void;
+        // on_done after the end: when it wakes a poll, that poll's join
+        // returns at once (and a wake run inline may join without EDEADLK).
+        options.flags = sys::BLZ_SPAWN_DONE_AFTER_FINISH;
         let status = sys::blz_spawn_ex(pool, Some(execute::<F, T>), job as *mut c_void, &options, &mut task);
         let mut handle = JoinHandle {
             task: Cell::new(ptr::null_mut()),
@@ -353,6 +401,11 @@ impl<T> JoinHandle<T> {
             unsafe { sys::blz_task_detach(task) };
             let shared = std::mem::replace(&mut self.shared, ptr::null());
             if !shared.is_null() {
+                // Nobody polls any more: the executor's waker is dropped
+                // here rather than kept until the task ends.
+                // SAFETY: our share keeps the job alive until released below.
+                let waker = unsafe { lock(&(*shared).wake).waker.take() };
+                drop(waker);
                 // SAFETY: our share, given up once; the task frees the job if
                 // it is still running.
                 unsafe { (self.release)(shared) };
@@ -367,6 +420,38 @@ impl<T> JoinHandle<T> {
         if let Err(Error::TaskPanicked(Some(payload))) = self.take_result() {
             drop_payload(payload.into_inner());
         }
+    }
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, Error>;
+
+    /// Ready with what [`join`](JoinHandle::join) would return once the
+    /// task has finished; else stores the waker (replacing the one of an
+    /// earlier poll) and returns `Pending`. Never blocks. Polling again
+    /// after `Ready` gives `Err(Error::InvalidArgument)`.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if let Some(error) = this.refused.take() {
+            return Poll::Ready(Err(error));
+        }
+        if !this.task.get().is_null() && !this.shared.is_null() {
+            // SAFETY: the handle's share keeps the job alive.
+            let mut state = lock(unsafe { &(*this.shared).wake });
+            if !state.finished {
+                if !matches!(&state.waker, Some(waker) if waker.will_wake(cx.waker())) {
+                    state.waker = Some(cx.waker().clone());
+                }
+                return Poll::Pending;
+            }
+            drop(state);
+            // on_done ran after the task finished: this join returns at once.
+            if let Err(error) = this.wait(u64::MAX) {
+                this.let_go();
+                return Poll::Ready(Err(error));
+            }
+        }
+        Poll::Ready(this.take_result())
     }
 }
 
@@ -387,5 +472,61 @@ impl<T> Drop for JoinHandle<T> {
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle").field("refused", &self.refused).finish_non_exhaustive()
+    }
+}
+
+/// The future of [`ThreadPool::spawn_future`](crate::ThreadPool::spawn_future)
+/// (and [`spawn_future`](crate::spawn_future)): the closure's value once
+/// the task has run.
+///
+/// A panic of the closure is resumed in the poll that finds it, as
+/// [`join`](crate::join) resumes one. Dropping the future before it is
+/// ready lets the task run on, detached: the value is then dropped on the
+/// worker. Polling never blocks, and the task's end wakes the latest
+/// poll's waker, so any executor can drive it.
+#[must_use = "a SpawnFuture does nothing unless polled; the task runs anyway"]
+pub struct SpawnFuture<T> {
+    /// None once ready.
+    handle: Option<JoinHandle<T>>,
+}
+
+impl<T> SpawnFuture<T> {
+    pub(crate) fn new(handle: JoinHandle<T>) -> Self {
+        SpawnFuture { handle: Some(handle) }
+    }
+}
+
+impl<T> Future for SpawnFuture<T> {
+    type Output = T;
+
+    /// # Panics
+    /// With the closure's panic; if the task could not be started (as
+    /// [`spawn`](crate::spawn) panics then); if polled again after `Ready`.
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let handle = self.handle.as_mut().expect("blitz: SpawnFuture polled after it was ready");
+        let result = match Pin::new(handle).poll(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(result) => result,
+        };
+        self.handle = None;
+        match result {
+            Ok(value) => Poll::Ready(value),
+            Err(Error::TaskPanicked(Some(payload))) => panic::resume_unwind(payload.into_inner()),
+            Err(error) => panic!("blitz: spawn_future's closure did not run: {}", error),
+        }
+    }
+}
+
+impl<T> Drop for SpawnFuture<T> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.handle.take() {
+            handle.detach();
+        }
+    }
+}
+
+impl<T> fmt::Debug for SpawnFuture<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpawnFuture").field("ready", &self.handle.is_none()).finish()
     }
 }
