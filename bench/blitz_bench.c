@@ -365,7 +365,7 @@ static int all_asleep(void) {
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         IMPL_NAME, 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep,
-        read_stats, msort, matmul, bfs, spawn_wait_inside,
+        read_stats, msort, matmul, bfs, spawn_wait_inside, NULL, NULL,
     };
     return bench_main(argc, argv, &runtime);
 }
