@@ -176,6 +176,17 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 #define BLZ_SPAWN_CANCEL_ON_FAILURE 4u
 
 /**
+ * blz_spawn_options flag (0.3): the task runs after its predecessors
+ * (after_tasks, after_events, after_groups) whatever they ended with.
+ * Without it, a predecessor that ended in BLZ_ETASK or BLZ_ECANCELED (a
+ * task that failed or was cancelled, an event set or destroyed with either,
+ * a group whose blz_group_wait would report either) cancels the task: fn
+ * is not called, its status is BLZ_ECANCELED and its on_done gets that.
+ * See "Dependencies" at blz_spawn_ex.
+ */
+#define BLZ_SPAWN_AFTER_ANY_END 8u
+
+/**
  * How blz_spawn_ex spawns a task (0.2). Initialise with
  * blz_spawn_options_init, then change the fields you need; the options are
  * read only during the call.
@@ -183,7 +194,7 @@ typedef void (*blz_done_fn)(void *done_arg, blz_status status);
 typedef struct blz_spawn_options {
     /** sizeof(blz_spawn_options); set by blz_spawn_options_init. */
     uint32_t struct_size;
-    /** 0, or BLZ_SPAWN_HIGH_PRIORITY, BLZ_SPAWN_DONE_AFTER_FINISH and BLZ_SPAWN_CANCEL_ON_FAILURE (0.3) OR'ed; any other bit gives BLZ_EINVAL. */
+    /** 0, or BLZ_SPAWN_HIGH_PRIORITY, BLZ_SPAWN_DONE_AFTER_FINISH, BLZ_SPAWN_CANCEL_ON_FAILURE and BLZ_SPAWN_AFTER_ANY_END (0.3) OR'ed; any other bit gives BLZ_EINVAL. */
     uint32_t flags;
     /** NULL, or the group the task belongs to: the group's waits count it and its cancel skips it. */
     blz_group *group;
@@ -191,6 +202,19 @@ typedef struct blz_spawn_options {
     blz_done_fn on_done;
     /** Passed to on_done. */
     void *done_arg;
+    /* 0.3: a caller whose struct_size ends before these fields names no predecessors. */
+    /** NULL, or num_after_tasks tasks this task runs after (handles read during the call only). */
+    blz_task *const *after_tasks;
+    /** How many handles after_tasks holds. */
+    size_t num_after_tasks;
+    /** NULL, or num_after_events events this task runs after. */
+    blz_event *const *after_events;
+    /** How many handles after_events holds. */
+    size_t num_after_events;
+    /** NULL, or num_after_groups groups: runs once each has no task left, as blz_group_wait would return. */
+    blz_group *const *after_groups;
+    /** How many handles after_groups holds. */
+    size_t num_after_groups;
 } blz_spawn_options;
 
 /**
@@ -1048,6 +1072,48 @@ BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
  * returns BLZ_EDEADLK and changes nothing: the task has not finished
  * until on_done returned.
  *
+ * Dependencies (0.3). A task spawned with predecessors (opts->after_tasks,
+ * after_events, after_groups) is accepted at once (it counts in its group
+ * and in its pool, and its handle is valid) but is queued only when the
+ * last of its predecessors has completed; until then it holds no worker
+ * and no thread waits for it. A predecessor completes:
+ *  - a task: when it finishes, as a blz_join of it would return (after its
+ *    on_done, unless BLZ_SPAWN_DONE_AFTER_FINISH; before its group hears
+ *    of the end). A task that has finished already counts as complete with
+ *    its status. The handles are read during the call only: each must be
+ *    valid then (not joined, detached or waited for meanwhile), and may be
+ *    joined or detached right after the call, whatever the successor does;
+ *  - an event: when it is set, with the status it is set with, or when it
+ *    is destroyed unset (BLZ_ECANCELED). An event set already counts at once;
+ *  - a group: when it has no task left, as blz_group_wait would return,
+ *    with what that wait would report (BLZ_ETASK, BLZ_ECANCELED or BLZ_OK;
+ *    the group is not reset, its own wait still reports it). A group with
+ *    no task at the call counts at once; tasks spawned into it later do
+ *    not delay this task.
+ * Predecessors may belong to other pools. Everything a predecessor did
+ * before it completed (a task's fn and on_done, the writes before a
+ * blz_event_set, the tasks of a group) happens before fn starts. The last
+ * predecessor's thread queues the task (from an event's setter: the task
+ * goes to the pool's queue as a spawn from outside does) and never runs it
+ * itself; a task with any number of predecessors or successors costs a
+ * constant amount of work per edge, and none recurses.
+ *
+ * A predecessor that ended in BLZ_ETASK or BLZ_ECANCELED cancels the task,
+ * unless opts->flags holds BLZ_SPAWN_AFTER_ANY_END: fn is not called, the
+ * task's status is BLZ_ECANCELED, on_done gets it, and its own successors
+ * then see BLZ_ECANCELED in turn. A cancel of the task (blz_task_cancel)
+ * or of its group while it waits for predecessors skips it the same way
+ * once they have completed: it still waits for them (a group wait
+ * returns once they complete), and fn never runs.
+ *
+ * A task waiting for predecessors is accepted work: blz_pool_destroy
+ * waits for it as for any other. A task that waits for an event that no
+ * one will set keeps destroy waiting until the event is set or destroyed
+ * (blz_event_destroy of an unset event completes it with BLZ_ECANCELED,
+ * which cancels the task or, with BLZ_SPAWN_AFTER_ANY_END, runs it): an
+ * embedder tears down its events, or sets them, before or while it
+ * destroys the pool.
+ *
  * Any thread.
  *
  * @param pool     the pool that runs the task; may be NULL when opts->group
@@ -1065,7 +1131,10 @@ BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
  * @return BLZ_OK;
  *         BLZ_EINVAL if fn is NULL, pool and opts->group are both NULL,
  *         pool is not opts->group's pool, opts->struct_size is too small
- *         or opts->flags has an unknown bit;
+ *         or opts->flags has an unknown bit, or a predecessor list is NULL
+ *         with a nonzero count or holds a NULL handle (0.3);
+ *         BLZ_EDEADLK if opts->group is among opts->after_groups: the task
+ *         would wait for itself (0.3);
  *         BLZ_ENOMEM if memory ran out;
  *         BLZ_ESHUTDOWN if pool is being (or was) destroyed: from outside
  *         the pool once destroy began, also through a group that outlived
@@ -1324,6 +1393,36 @@ BLZ_API blz_status blz_event_wait_for(blz_event *event, uint64_t timeout_ns);
  * @return BLZ_OK; BLZ_EINVAL if event is NULL.
  */
 BLZ_API blz_status blz_event_destroy(blz_event *event);
+
+/**
+ * Called inside a task's fn: the task finishes when the event this gives
+ * is set, not when fn returns, and its status becomes the event's
+ * (OpenMP's detach). Until then the task is unfinished: a join of it, a
+ * wait of its group, its successors and blz_pool_destroy wait for it, but
+ * no worker does: fn returns and its worker goes on. When the event is
+ * set, the task is queued on its pool once more to finish there: its
+ * on_done runs on a worker of the pool, not on the setter's thread. If fn
+ * fails (throws, or calls blz_fail), the task finishes at once with
+ * BLZ_ETASK and the event's set changes nothing.
+ *
+ * The event is an ordinary event (blz_event_set, blz_event_wait_for) that
+ * belongs to the caller: set it once, from any thread, and destroy it with
+ * blz_event_destroy, which may follow the set at once (the task keeps what
+ * it needs). Destroying it unset finishes the task with BLZ_ECANCELED.
+ * An event never set nor destroyed leaves the task unfinished for good,
+ * and blz_pool_destroy waits for it (see blz_spawn_ex, "Dependencies").
+ *
+ * Any thread that runs a task's fn (or a fork-join half or loop piece it
+ * runs); once per task.
+ *
+ * @param out_event receives the event's handle.
+ * @return BLZ_OK;
+ *         BLZ_EINVAL if out_event is NULL, if the caller runs no task's fn
+ *         (outside any job, in a blz_call job, in an on_done or a hook), or
+ *         if it was called already for this task;
+ *         BLZ_ENOMEM if memory ran out (the task finishes when fn returns).
+ */
+BLZ_API blz_status blz_task_finish_later(blz_event **out_event);
 /** @} */
 
 /**

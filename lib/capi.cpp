@@ -33,9 +33,11 @@ constexpr uint32_t kConfigSizeV01 = offsetof(blz_pool_config, user) + sizeof(voi
 constexpr uint32_t kConfigSizeV02 = offsetof(blz_pool_config, spawn_user) + sizeof(void *);
 // The size of blz_spawn_options in version 0.2, where it appeared.
 constexpr uint32_t kSpawnOptionsSizeV02 = offsetof(blz_spawn_options, done_arg) + sizeof(void *);
+// With 0.3's predecessors: a caller whose struct_size is smaller names none.
+constexpr uint32_t kSpawnOptionsSizeV03 = offsetof(blz_spawn_options, num_after_groups) + sizeof(size_t);
 // The flags each version knows; any other bit is refused.
-constexpr uint32_t kKnownSpawnFlags =
-    BLZ_SPAWN_HIGH_PRIORITY | BLZ_SPAWN_DONE_AFTER_FINISH | BLZ_SPAWN_CANCEL_ON_FAILURE;
+constexpr uint32_t kKnownSpawnFlags = BLZ_SPAWN_HIGH_PRIORITY | BLZ_SPAWN_DONE_AFTER_FINISH |
+                                      BLZ_SPAWN_CANCEL_ON_FAILURE | BLZ_SPAWN_AFTER_ANY_END;
 constexpr uint32_t kKnownGroupFlags = BLZ_GROUP_CANCEL_ON_FAILURE;
 
 Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }
@@ -137,6 +139,37 @@ blz_status fill_stats_admitted(const blz_pool *pool, blz_stats *out_stats, Fill 
     return BLZ_OK;
 }
 
+// Whether `handles` is a valid list of `count` handles: NULL with 0, or
+// `count` non-NULL entries.
+template <class Handle>
+bool valid_handles(Handle *const *handles, size_t count) {
+    if (handles == nullptr) return count == 0;
+    for (size_t i = 0; i < count; ++i) {
+        if (handles[i] == nullptr) return false;
+    }
+    return true;
+}
+
+// blz_spawn_options' predecessors (0.3), when struct_size holds them.
+blz_status read_predecessors(const blz_spawn_options *opts, blz::SpawnOptions &out) {
+    if (opts->struct_size < kSpawnOptionsSizeV03) return BLZ_OK;
+    if (!valid_handles(opts->after_tasks, opts->num_after_tasks) ||
+        !valid_handles(opts->after_events, opts->num_after_events) ||
+        !valid_handles(opts->after_groups, opts->num_after_groups)) {
+        return BLZ_EINVAL;
+    }
+    for (size_t i = 0; i < opts->num_after_groups; ++i) {
+        if (opts->group != nullptr && opts->after_groups[i] == opts->group) return BLZ_EDEADLK;  // after itself
+    }
+    out.after_tasks = reinterpret_cast<SpawnedJob *const *>(opts->after_tasks);
+    out.num_after_tasks = opts->num_after_tasks;
+    out.after_events = reinterpret_cast<Event *const *>(opts->after_events);
+    out.num_after_events = opts->num_after_events;
+    out.after_groups = reinterpret_cast<Group *const *>(opts->after_groups);
+    out.num_after_groups = opts->num_after_groups;
+    return BLZ_OK;
+}
+
 // blz_spawn_ex's options as the library uses them, checked against `pool`.
 blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, blz::SpawnOptions &out) {
     if (opts == nullptr) return BLZ_OK;
@@ -152,7 +185,8 @@ blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, bl
     out.high_priority = (opts->flags & BLZ_SPAWN_HIGH_PRIORITY) != 0;
     out.done_after_finish = (opts->flags & BLZ_SPAWN_DONE_AFTER_FINISH) != 0;
     out.cancel_on_failure = (opts->flags & BLZ_SPAWN_CANCEL_ON_FAILURE) != 0;
-    return BLZ_OK;
+    out.after_any_end = (opts->flags & BLZ_SPAWN_AFTER_ANY_END) != 0;
+    return read_predecessors(opts, out);
 }
 
 blz_status status_of(blz::RangeOutcome outcome) {
@@ -785,6 +819,14 @@ BLZ_API blz_status blz_event_destroy(blz_event *event) {
     if (event == nullptr) return BLZ_EINVAL;
     event_of(event)->destroy();
     return BLZ_OK;
+}
+
+BLZ_API blz_status blz_task_finish_later(blz_event **out_event) {
+    if (out_event == nullptr) return BLZ_EINVAL;
+    Event *event = nullptr;
+    const blz_status status = blz::finish_task_later(&event);
+    if (status == BLZ_OK) *out_event = reinterpret_cast<blz_event *>(event);
+    return status;
 }
 
 BLZ_API blz_status blz_broadcast(blz_pool *pool, blz_thread_fn fn, void *arg) {

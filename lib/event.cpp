@@ -30,7 +30,7 @@ blz_status Event::set(blz_status status) {
     const bool won = complete(status);
     if (won) {
         BLZ_FAULT_POINT(kEventSetBeforeNotify, this);
-        waiters_.notify([this] { return is_set(); }, [] {});
+        notify();
     }
     if (referenced) unref();
     return won ? BLZ_OK : BLZ_EINVAL;
@@ -44,8 +44,18 @@ blz_status Event::wait(uint64_t deadline) {
     return static_cast<blz_status>(status);
 }
 
+void Event::notify() {
+    waiters_.notify([this] { return is_set(); }, [] {}, [this] { return static_cast<blz_status>(state()); });
+}
+
+bool Event::add_callback(WaiterList::Callback *callback, blz_status *status) {
+    if (waiters_.add_callback([this] { return is_set(); }, callback)) return true;
+    *status = static_cast<blz_status>(state());
+    return false;
+}
+
 void Event::destroy() {
-    if (complete(BLZ_ECANCELED)) waiters_.notify([this] { return is_set(); }, [] {});
+    if (complete(BLZ_ECANCELED)) notify();
     unref();
 }
 

@@ -38,6 +38,16 @@ public:
     // Sets it to BLZ_ECANCELED if nobody did, then gives up the handle.
     void destroy();
 
+    // A task that runs after the event (task.hpp): `callback` runs with
+    // the status when it is set (true), or nothing is added because it is
+    // set already (false; *status then holds what it was set with).
+    bool add_callback(WaiterList::Callback *callback, blz_status *status);
+
+    // A reference besides the handle, for a holder that uses the event
+    // after its handle may be given up (blz_task_finish_later's task).
+    void hold() { ref(); }
+    void drop() { unref(); }
+
 private:
     // Above every blz_status (they are 0 or negative).
     static constexpr int32_t kUnset = 1;
@@ -54,6 +64,7 @@ private:
         refs_.fetch_add(1, std::memory_order_relaxed);
     }
     void unref();
+    void notify();  // after the winning CAS: wakes the waiters, runs the callbacks
 
     std::atomic<int32_t> state_{kUnset};
     std::atomic<uint32_t> refs_{1};  // the handle's

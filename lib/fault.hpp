@@ -35,6 +35,8 @@ enum class Point {
     kTaskFinishedBeforeLateDone,  // a task with BLZ_SPAWN_DONE_AFTER_FINISH finished; its on_done has yet to run
     kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
     kEventFreed,           // an event's memory is about to be freed (registry: the Event)
+    kEdgeRegistered,       // a spawn registered one predecessor of its task and may register more
+    kReleasingSuccessors,  // a finishing task is about to release the tasks that run after it
 };
 
 using Hook = void (*)(Point point, const void *registry);
@@ -62,6 +64,8 @@ enum class Mutant {
     kJoinSkipsStolenFrame,  // a join whose promoted half was stolen returns without waiting for the thief
     kLateDoneReadsTask,     // an on_done after the finish is read from the task, which its joiner may have freed
     kEventSetUnreferenced,  // an event's set holds no reference, so its waiter's destroy may free it under the set
+    kSpawnerHoldsNoCount,   // a spawn with predecessors registers them without holding a count of its own
+    kSuccessorsAfterFinish, // a finishing task releases its successors after handing itself to its joiner
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

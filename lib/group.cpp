@@ -52,7 +52,8 @@ void Group::task_finished(blz_status status) {
         if (counts_.compare_exchange_weak(counts, next, std::memory_order_acq_rel, std::memory_order_relaxed)) {
             if (last) {
                 waiters_.notify([this] { return all_finished(); },
-                                [this] { BLZ_FAULT_POINT(kGroupTookWaiters, registry_); });
+                                [this] { BLZ_FAULT_POINT(kGroupTookWaiters, registry_); },
+                                [this] { return peek_outcome(); });
                 unref();
             }
             return;
@@ -80,6 +81,20 @@ blz_status Group::take_outcome() {
     if (failed) return BLZ_ETASK;
     if (skipped) return BLZ_ECANCELED;
     return cancelled ? BLZ_ECANCELED : BLZ_OK;
+}
+
+blz_status Group::peek_outcome() const {
+    // acquire: pairs with the acq_rel exchanges of take_outcome, as a
+    // wait's own read would; the tasks' marks are published by the count.
+    if (failed_.load(std::memory_order_acquire)) return BLZ_ETASK;
+    if (skipped_.load(std::memory_order_acquire)) return BLZ_ECANCELED;
+    return cancelled() ? BLZ_ECANCELED : BLZ_OK;
+}
+
+bool Group::add_callback(WaiterList::Callback *callback, blz_status *status) {
+    if (waiters_.add_callback([this] { return all_finished(); }, callback)) return true;
+    *status = peek_outcome();
+    return false;
 }
 
 blz_status Group::destroy() {

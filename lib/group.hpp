@@ -49,6 +49,12 @@ public:
         if (cancel_on_failure_) cancel();
     }
 
+    // A task that runs after the group (task.hpp): `callback` runs, with
+    // what a wait would report (nothing is reset), when no task is left
+    // (true); or nothing is added because none is left now (false;
+    // *status then holds that report).
+    bool add_callback(WaiterList::Callback *callback, blz_status *status);
+
     // Called by spawn_task before the task is queued, and by the task when it ends.
     void task_added();
     void task_finished(blz_status status);
@@ -62,6 +68,8 @@ private:
     // their acq_rel decrement.
     bool all_finished() const { return pending_of(counts_.load(std::memory_order_acquire)) == 0; }
     blz_status take_outcome();
+    // What take_outcome would report, without clearing anything.
+    blz_status peek_outcome() const;
 
     Registry *const registry_;
     const bool cancel_on_failure_;

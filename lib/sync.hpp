@@ -57,6 +57,7 @@ enum class Mutant {
     kPromoteWithoutPost,    // promote_forks publishes its jobs without posting them (a lost announcement)
     kPopIgnoresPromoted,    // ForkStack::pop_pending pops a promoted frame as if pending (promotion vs the owner's return)
     kJoinSkipsStolenFrame,  // join_promoted returns while a thief runs the frame (a thief reads it after its owner moved on)
+    kSpawnerHoldsNoCount,   // DependencyCount: the spawner registers predecessors without a hold of its own
 };
 
 // The runtime's policy. In the chaos build (BLZ_CHAOS, lib/chaos.hpp) the

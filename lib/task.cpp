@@ -4,6 +4,9 @@
 #include <memory>
 #include <new>
 
+#include <thread>
+
+#include "event.hpp"
 #include "fault.hpp"
 #include "group.hpp"
 #include "job_memory.hpp"
@@ -39,6 +42,8 @@ SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const Sp
       fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
       done_after_finish(options.done_after_finish),
       cancel_on_failure(options.cancel_on_failure),
+      high_priority(options.high_priority),
+      after_any_end(options.after_any_end),
       isolated(t_isolation.on),
       joiner(detached ? kDetached : nullptr) {}
 
@@ -46,9 +51,145 @@ const std::atomic<bool> *SpawnedJob::group_cancel_flag() const { return group->c
 
 namespace {
 
-// The task's own work: skipped when it or its group is cancelled before it starts.
+WaiterList::Callback *const kClosedList = reinterpret_cast<WaiterList::Callback *>(uintptr_t{1});
+
+// Into the pool's queues: the urgent injector for a high-priority task,
+// else the calling worker's deque or the injector (Registry::submit).
+void post(Registry &registry, SpawnedJob *task) {
+    if (task->high_priority) {
+        registry.inject_urgent(task);
+    } else {
+        registry.submit(task);
+    }
+}
+
+// A task whose last predecessor completed (or whose finish_later event was
+// set), queued from any thread. The task holds its unit of the pool, so
+// the pool is alive here; a thread that is not one of its workers takes a
+// unit of its own for the post, as an outside spawn does (admission.hpp),
+// since the task may run, end and let destroy free the pool before the
+// post's wake-up returns. That unit is never refused: ACTIVE is above zero
+// ([A1]); only a full count (2^31 units) makes it wait for one to leave.
+void queue_ready(SpawnedJob *task) {
+    Registry &registry = *task->registry;
+    if (registry.is_own(Worker::current())) {
+        post(registry, task);
+        return;
+    }
+    while (registry.enter(1, true) != BLZ_OK) std::this_thread::yield();
+    post(registry, task);
+    registry.leave();  // the post's last access to the pool
+}
+
+// One predecessor of `task` completed with `status`: the release that
+// takes `blockers` to zero queues the task.
+void release_dependency(SpawnedJob *task, blz_status status) {
+    // relaxed: published to the last releaser by the decrement below.
+    if (status != BLZ_OK) task->predecessor_failed.store(true, std::memory_order_relaxed);
+    // The count's acq_rel release orders the mark (dependency_count.hpp).
+    if (task->blockers.release()) queue_ready(task);
+}
+
+void run_edge(WaiterList::Callback *edge, blz_status status) {
+    release_dependency(static_cast<DependencyEdge *>(edge)->successor, status);
+}
+
+// Puts `edge` on `predecessor`'s successor stack (true), or finds it
+// finished (false, with its status).
+bool add_to_task(SpawnedJob *predecessor, WaiterList::Callback *edge, blz_status *status) {
+    // acquire: a closed stack's task wrote `status` before closing it.
+    WaiterList::Callback *head = predecessor->successors.load(std::memory_order_acquire);
+    do {
+        if (head == kClosedList) {
+            *status = predecessor->status;
+            return false;
+        }
+        edge->next = head;
+        // release: the edge's fields reach the finishing task's exchange;
+        // acquire on failure: as the load above.
+    } while (!predecessor->successors.compare_exchange_weak(head, edge, std::memory_order_release,
+                                                            std::memory_order_acquire));
+    return true;
+}
+
+// Registers the edge to one predecessor. The count is raised first: the
+// predecessor may release it at once from another thread.
+template <class Add>
+void register_edge(SpawnedJob *task, DependencyEdge &edge, Add &&add) {
+    edge.run = &run_edge;
+    edge.successor = task;
+    task->blockers.add();
+    blz_status status = BLZ_OK;
+    if (!add(&edge, &status)) release_dependency(task, status);  // complete already
+    BLZ_FAULT_POINT(kEdgeRegistered, task->registry);
+}
+
+// Registers every predecessor under the spawner's hold, then drops it:
+// the task is queued here if they all completed, else by the last one.
+void register_predecessors(SpawnedJob *task, const SpawnOptions &options) {
+    // The mutant spawner (lifetime_checks) takes no hold: the runtime's
+    // fault switch, the model's is DependencyCount's own.
+    const bool hold = task->blockers.hold(!BLZ_FAULT_MUTANT(kSpawnerHoldsNoCount));
+    DependencyEdge *edge = task->edges;
+    for (size_t i = 0; i < options.num_after_tasks; ++i) {
+        SpawnedJob *predecessor = options.after_tasks[i];
+        register_edge(task, *edge++, [predecessor](WaiterList::Callback *e, blz_status *status) {
+            return add_to_task(predecessor, e, status);
+        });
+    }
+    for (size_t i = 0; i < options.num_after_events; ++i) {
+        Event *event = options.after_events[i];
+        register_edge(task, *edge++,
+                      [event](WaiterList::Callback *e, blz_status *status) { return event->add_callback(e, status); });
+    }
+    for (size_t i = 0; i < options.num_after_groups; ++i) {
+        Group *group = options.after_groups[i];
+        register_edge(task, *edge++,
+                      [group](WaiterList::Callback *e, blz_status *status) { return group->add_callback(e, status); });
+    }
+    if (hold) release_dependency(task, BLZ_OK);
+}
+
+// Runs each successor's edge with this task's status; the stack is closed
+// so that a later spawn counts this task as complete.
+void release_successors(SpawnedJob *task, blz_status status) {
+    // acq_rel: release publishes `status` to a spawner that finds the stack
+    // closed; acquire makes the edges pushed (release CAS) visible.
+    WaiterList::Callback *edge = task->successors.exchange(kClosedList, std::memory_order_acq_rel);
+    while (edge != nullptr) {
+        WaiterList::Callback *next = edge->next;  // read first: the release may free its task
+        edge->run(edge, status);
+        edge = next;
+    }
+}
+
+// blz_task_finish_later's event was set: the task is queued again, to finish.
+void finish_deferred(WaiterList::Callback *edge, blz_status status) {
+    SpawnedJob *task = static_cast<DependencyEdge *>(edge)->successor;
+    task->deferred_status = status;  // published by the queue
+    queue_ready(task);
+}
+
+// After fn returned, for a task that called blz_task_finish_later: true
+// when its event is set already (*status becomes its status), false when
+// the task was registered on it and will be queued again once it is set
+// (then the task is not ours to touch any more).
+bool finish_event_set(SpawnedJob *task, Event *event, blz_status *status) {
+    task->body_done = true;
+    task->finish_edge.run = &finish_deferred;
+    task->finish_edge.successor = task;
+    const bool waiting = event->add_callback(&task->finish_edge, status);
+    event->drop();  // the task's own reference (finish_task_later), kept while it registered
+    return !waiting;
+}
+
+// The task's own work: skipped when it or its group is cancelled before
+// it starts, or when a predecessor failed or was cancelled (unless
+// BLZ_SPAWN_AFTER_ANY_END).
 blz_status run_task_body(SpawnedJob *task) {
     if (task->cancel_watch().requested()) return BLZ_ECANCELED;
+    // relaxed: the last release's acquire and the queue made it visible.
+    if (!task->after_any_end && task->predecessor_failed.load(std::memory_order_relaxed)) return BLZ_ECANCELED;
     TaskFrame frame{task, t_task_frames, nullptr};
     t_task_frames = &frame;
     const bool ok = run_job([task] { task->fn(task->arg); });
@@ -89,16 +230,39 @@ void SpawnedJob::run(Job *job) {
 }
 
 void SpawnedJob::run_spawned(SpawnedJob *task) {
+    if (task->body_done) {
+        finish(task, task->deferred_status);
+        return;
+    }
+    delete[] task->edges;  // every predecessor released the task: none reads its edge again
+    task->edges = nullptr;
+    blz_status status = run_task_body(task);
+    // relaxed: written by fn's own frames (or a half it joined) on this thread's side of the join.
+    Event *event = task->finish_event.load(std::memory_order_relaxed);
+    if (event != nullptr) {
+        if (status != BLZ_OK) {
+            event->drop();  // fn failed: the task ends now, the event changes nothing
+        } else if (!finish_event_set(task, event, &status)) {
+            return;  // queued again when the event is set
+        }
+    }
+    finish(task, status);
+}
+
+void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
     Registry &registry = *task->registry;
     Group *group = task->group;
-
-    const blz_status status = run_task_body(task);
     // Copied now: once kFinished is out, the joiner may free the task.
     const blz_done_fn late_done = task->done_after_finish ? task->on_done : nullptr;
     void *const done_arg = task->done_arg;
     if (task->on_done != nullptr && late_done == nullptr) call_on_done(registry, task, task->on_done, done_arg, status);
 
     task->status = status;
+    const bool successors_late = BLZ_FAULT_MUTANT(kSuccessorsAfterFinish);
+    if (!successors_late) {
+        BLZ_FAULT_POINT(kReleasingSuccessors, &registry);
+        release_successors(task, status);  // before the exchange: the joiner may free the task after it
+    }
     // acquire alone (no exchange) for a task nobody can join: no other
     // thread writes its word again; acquire orders a late detacher's CAS
     // before the free. Otherwise acq_rel: release publishes `status` to the
@@ -112,6 +276,10 @@ void SpawnedJob::run_spawned(SpawnedJob *task) {
     } else if (joiner != nullptr) {
         BLZ_FAULT_POINT(kTaskTookLatch, &registry);
         joiner->set();
+    }
+    if (successors_late) {
+        BLZ_FAULT_POINT(kReleasingSuccessors, &registry);
+        release_successors(task, status);  // the defect: the joiner may have freed the task
     }
     if (group != nullptr) group->task_finished(status);
     // Before leave(): blz_pool_destroy returns after every on_done.
@@ -234,6 +402,25 @@ void cancel_task(SpawnedJob *task) {
     task->cancelled.store(true, std::memory_order_relaxed);  // relaxed: a cancel is a request (cancel.hpp)
 }
 
+blz_status finish_task_later(Event **out_event) {
+    const SpawnedJob *task = innermost_task();
+    if (task == nullptr) return BLZ_EINVAL;
+    Event *event = nullptr;
+    const blz_status created = Event::create(&event);
+    if (created != BLZ_OK) return created;
+    event->hold();  // the task's: it registers on the event after fn returned, when the handle may be gone
+    Event *expected = nullptr;
+    // relaxed: fn's frames are joined into the task's thread before it
+    // reads the word (a fork-join half's join, or fn's own thread).
+    if (!task->finish_event.compare_exchange_strong(expected, event, std::memory_order_relaxed)) {
+        event->drop();
+        event->destroy();
+        return BLZ_EINVAL;  // called twice for the same task
+    }
+    *out_event = event;
+    return BLZ_OK;
+}
+
 CancelWatch cancel_watch_here() {
     const SpawnedJob *task = innermost_task();
     return task != nullptr ? task->cancel_watch() : CancelWatch{};
@@ -255,16 +442,26 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptio
         const bool detached = out_task == nullptr;
         void *block = allocate_job_block(registry.recycler());
         if (block == nullptr) return BLZ_ENOMEM;
+        const size_t predecessors = options.num_predecessors();
+        DependencyEdge *edges = nullptr;
+        if (predecessors != 0) {
+            edges = new (std::nothrow) DependencyEdge[predecessors];
+            if (edges == nullptr) {
+                release_job_block_here(block);
+                return BLZ_ENOMEM;
+            }
+        }
         auto *task = new (block) SpawnedJob(registry, fn, arg, options, detached);
+        task->edges = edges;
         if (options.group != nullptr) options.group->task_added();
         if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
         // The task may run and (if detached) be freed from here on. A
         // high-priority task skips the spawning worker's deque: every worker
         // searches the urgent injector before deques and the injector.
-        if (options.high_priority) {
-            registry.inject_urgent(task);
+        if (predecessors != 0) {
+            register_predecessors(task, options);
         } else {
-            registry.submit(task);
+            post(registry, task);
         }
         return BLZ_OK;
     });

@@ -24,6 +24,32 @@
 // from copies of on_done and done_arg taken before the exchange (the
 // joiner may free the task from then on), and before the pool does.
 //
+// Dependencies (blitz.h: after_tasks, after_events, after_groups). A task
+// with predecessors is counted and holds its unit of the pool from its
+// spawn, but is queued only when `blockers` reaches zero. `blockers`
+// counts the predecessors not yet complete plus the spawner's own hold,
+// taken before the first registration and dropped after the last: a
+// predecessor that completes while the spawner still registers others can
+// never bring it to zero, so the one release that does (the last
+// predecessor's, or the spawner's own) queues the task, exactly once
+// (docs/model/blitz.pml). Each predecessor holds one DependencyEdge of the
+// task's `edges` (the count's hand-off: dependency_count.hpp): in a task predecessor's `successors` stack, or as a
+// callback entry in an event's or a group's waiter list. The edges live
+// until the task runs (every predecessor has released it then, and reads
+// nothing of an edge after its release: `next` first).
+//
+// A task releases its successors when it finishes, before the exchange
+// that hands it to its joiner: it closes `successors` (kClosedList), and a
+// spawn that finds it closed counts the predecessor as complete with its
+// `status`. A release comes from any thread (an event's setter, another
+// pool's worker): queue_ready then takes a unit of the pool for the post
+// itself, which the pool cannot refuse, since the task's own unit keeps
+// ACTIVE above zero (admission.hpp [A1]).
+//
+// blz_task_finish_later stores an event in `finish_event` while fn runs;
+// when fn returns, the task registers `finish_edge` on it and is queued
+// again when it is set, to finish then with that status (`body_done` set).
+//
 // `cancelled` (blz_task_cancel) is written through the handle, so only
 // while the handle is valid: the task's memory is then alive (its owner
 // frees it only after kFinished). cancel.hpp says why relaxed is enough.
@@ -32,14 +58,25 @@
 #include <atomic>
 #include <cstdint>
 
+#include <cstddef>
+
 #include "blitz.h"
 #include "cancel.hpp"
+#include "dependency_count.hpp"
 #include "job.hpp"
+#include "waiter_list.hpp"
 
 namespace blz {
 
+class Event;
 class Group;
 class Registry;
+struct SpawnedJob;
+
+// One predecessor's hold on a task that runs after it (task.hpp's top).
+struct DependencyEdge : WaiterList::Callback {
+    SpawnedJob *successor = nullptr;
+};
 
 // What blz_spawn_ex adds to a spawn.
 struct SpawnOptions {
@@ -49,6 +86,16 @@ struct SpawnOptions {
     bool high_priority = false;      // BLZ_SPAWN_HIGH_PRIORITY: through the urgent injector
     bool done_after_finish = false;  // BLZ_SPAWN_DONE_AFTER_FINISH
     bool cancel_on_failure = false;  // BLZ_SPAWN_CANCEL_ON_FAILURE
+    bool after_any_end = false;      // BLZ_SPAWN_AFTER_ANY_END
+    // Predecessors, read during the spawn only (checked non-null by the caller).
+    SpawnedJob *const *after_tasks = nullptr;
+    size_t num_after_tasks = 0;
+    Event *const *after_events = nullptr;
+    size_t num_after_events = 0;
+    Group *const *after_groups = nullptr;
+    size_t num_after_groups = 0;
+
+    size_t num_predecessors() const { return num_after_tasks + num_after_events + num_after_groups; }
 };
 
 struct SpawnedJob : QueuedJob {
@@ -64,7 +111,21 @@ struct SpawnedJob : QueuedJob {
     blz_status status = BLZ_OK;  // written before kFinished is published
     const bool done_after_finish;
     const bool cancel_on_failure;
+    const bool high_priority;
+    const bool after_any_end;
     const bool isolated;  // spawned in an isolated context: runs isolated (isolation.hpp)
+    bool body_done = false;            // fn has run; the next run only finishes (finish_later)
+    blz_status deferred_status = BLZ_OK;  // the finish_later event's status, written before the requeue
+    DependencyEdge *edges = nullptr;   // one per predecessor; freed when the task runs
+    // Predecessors not complete, plus the spawner's hold during registration.
+    DependencyCount<> blockers;
+    // A predecessor ended in BLZ_ETASK or BLZ_ECANCELED (published by blockers' decrement).
+    std::atomic<bool> predecessor_failed{false};
+    // The edges of the tasks that run after this one; kClosedList once it finished.
+    std::atomic<WaiterList::Callback *> successors{nullptr};
+    // blz_task_finish_later's event (mutable: found through innermost_task).
+    mutable std::atomic<Event *> finish_event{nullptr};
+    DependencyEdge finish_edge;
     // blz_task_cancel, or the task's first failure with cancel_on_failure.
     // mutable: a failure is found through const frames (innermost_task).
     mutable std::atomic<bool> cancelled{false};
@@ -77,6 +138,7 @@ struct SpawnedJob : QueuedJob {
 
 private:
     static void run_spawned(SpawnedJob *task);  // run's body
+    static void finish(SpawnedJob *task, blz_status status);
     const std::atomic<bool> *group_cancel_flag() const;
 };
 
@@ -101,6 +163,10 @@ blz_status detach_task(SpawnedJob *task);
 
 // blz_task_cancel.
 void cancel_task(SpawnedJob *task);
+
+// blz_task_finish_later: BLZ_EINVAL outside a task's fn, or when it was
+// called already for this task.
+blz_status finish_task_later(Event **out_event);
 
 // The flags the calling thread's work obeys: its innermost task's (none
 // outside any task, and in an on_done).

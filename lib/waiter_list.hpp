@@ -13,6 +13,14 @@
 // the notifier has taken the list and will set the latch, and the waiter
 // waits for that set (its latch lives on its stack).
 //
+// A callback entry (Callback, for a task that runs after the event or the
+// group: task.hpp's dependencies) is the same hand-off without a thread:
+// add_callback() puts it in the list under the mutex unless done() holds
+// there (then the caller handles the completion itself), and notify() runs
+// it after unlocking, once, with the owner's status. It never leaves the
+// list otherwise. Its memory is its owner's (the waiting task's) and is
+// read by notify() only until its `run` is called (`next` first).
+//
 // Lifetime: the list lives in its owner (the Group, the Event), which the
 // notifier keeps alive across notify() and every waiter across wait()
 // (their references: group.hpp, event.hpp). A waiter's entry lives on the
@@ -23,6 +31,8 @@
 #include <cstdint>
 #include <mutex>
 
+#include "blitz.h"
+
 #include "deadline.hpp"
 #include "fault.hpp"
 #include "latch.hpp"
@@ -32,6 +42,23 @@ namespace blz {
 
 class WaiterList {
 public:
+    // An entry that is run instead of woken: run(self, status) once.
+    struct Callback {
+        void (*run)(Callback *self, blz_status status) = nullptr;
+        Callback *next = nullptr;
+    };
+
+    // Puts `callback` in the list (true), unless done() holds under the
+    // mutex (false: nothing was added, the caller handles it).
+    template <class Done>
+    bool add_callback(Done &&done, Callback *callback) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (done()) return false;
+        callback->next = callbacks_;
+        callbacks_ = callback;
+        return true;
+    }
+
     // Waits until done() holds (true), running the pool's jobs meanwhile
     // on a worker, or until `deadline` passed first (false: the waiter is
     // out of the list). done() is read without the mutex and again under
@@ -59,15 +86,19 @@ public:
 
     // The caller just made done() true: wakes every waiter, unless done()
     // is false again under the mutex. `took` runs once the list is taken
-    // and before any latch is set (a fault pause point).
-    template <class Done, class Took>
-    void notify(Done &&done, Took &&took) {
+    // and before any latch is set (a fault pause point). The callbacks then
+    // run with status(), read once and only if there is one.
+    template <class Done, class Took, class Status>
+    void notify(Done &&done, Took &&took, Status &&status) {
         Waiter *list = nullptr;
+        Callback *callbacks = nullptr;
         {
             std::lock_guard<std::mutex> lock(mutex_);
             if (done()) {
                 list = head_;
                 head_ = nullptr;
+                callbacks = callbacks_;
+                callbacks_ = nullptr;
             }
         }
         if (list != nullptr) took();
@@ -75,6 +106,13 @@ public:
             Waiter *next = list->next;  // read first: the waiter's frame ends once its latch is set
             list->latch.set();
             list = next;
+        }
+        if (callbacks == nullptr) return;
+        const blz_status outcome = status();
+        while (callbacks != nullptr) {
+            Callback *next = callbacks->next;  // read first: run may free the entry's task
+            callbacks->run(callbacks, outcome);
+            callbacks = next;
         }
     }
 
@@ -97,7 +135,8 @@ private:
     }
 
     std::mutex mutex_;
-    Waiter *head_ = nullptr;  // guarded by mutex_
+    Waiter *head_ = nullptr;         // guarded by mutex_
+    Callback *callbacks_ = nullptr;  // guarded by mutex_
 };
 
 }  // namespace blz

@@ -146,6 +146,8 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kThiefTookJob:  // a stolen promoted fork, not run yet, on its owner's stack
         case Point::kTaskFinishedBeforeLateDone:  // a finished task whose joiner may free it now
         case Point::kEventSetBeforeNotify:        // a set event whose waiter may destroy it now
+        case Point::kEdgeRegistered:              // a spawn between two predecessors' registrations
+        case Point::kReleasingSuccessors:         // a finished task about to release its successors
             if (g_jitter.load()) jitter();
             return;
         case Point::kDestroyWaitsForWork:

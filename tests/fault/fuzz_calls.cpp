@@ -205,6 +205,8 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kEventSetBeforeNotify:  // the fuzzer makes no events (tests/api_event.cpp does)
         case Point::kEventFreed:
+        case Point::kEdgeRegistered:  // the fuzzer names no predecessors (tests/api_after.cpp does)
+        case Point::kReleasingSuccessors:
             return;
         case Point::kTaskFinishedBeforeLateDone:
             // A finished task whose on_done has yet to run: its joiner may

@@ -240,6 +240,41 @@ void hold_event_setter() {
     if (g_event.freed.load()) violation("an event was freed by its waiter's destroy while its set was still inside it");
 }
 
+// Issue 30's dependencies (scenario_event_set_during_spawn, below).
+struct SpawnRace {
+    std::atomic<bool> armed{false};    // the next edge registration pauses
+    std::atomic<blz_event *> first{nullptr};
+    std::atomic<blz_pool *> pool{nullptr};
+};
+SpawnRace g_spawn;
+
+// The spawner registered its task on the first event: set that event from
+// another thread, then let the pool run what is queued (one worker, FIFO:
+// blz_call's job comes after a task the set queued). The spawner's own
+// count keeps the task waiting; without it the task ran and freed itself,
+// and the spawn goes on to register its second event in freed memory.
+void hold_spawner() {
+    blz_event *first = g_spawn.first.load();
+    std::thread setter([first] { check(blz_event_set(first, BLZ_OK) == BLZ_OK, "the first event's set"); });
+    setter.join();
+    auto nothing = [] {};
+    check(blz_test::on_worker(g_spawn.pool.load(), nothing) == BLZ_OK, "a call behind the set");
+}
+
+// A predecessor's end against its successor's group cancel
+// (scenario_predecessor_end_vs_group_cancel, below).
+struct EndRace {
+    std::atomic<bool> armed{false};   // the next task about to release its successors pauses
+    std::atomic<bool> paused{false};
+    std::atomic<bool> resume{false};
+};
+EndRace g_end;
+
+void hold_predecessor() {
+    g_end.paused.store(true);
+    spin_until([] { return g_end.resume.load(); });
+}
+
 thread_local bool t_pause_before_post = false;  // this thread's next inject pauses
 thread_local bool t_pause_before_wake = false;  // this thread's next latch wake pauses
 thread_local bool t_pause_before_unpin = false;  // this thread's next unpin pauses
@@ -306,6 +341,12 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kEventFreed:
             if (registry == g_event.event.load()) g_event.freed.store(true);
+            return;
+        case Point::kEdgeRegistered:
+            if (g_spawn.armed.exchange(false)) hold_spawner();
+            return;
+        case Point::kReleasingSuccessors:
+            if (g_end.armed.exchange(false)) hold_predecessor();
             return;
         case Point::kEntered:
             return;
@@ -852,6 +893,111 @@ void scenario_event_set_vs_destroy() {
     check(g_event.destroyed.load() && g_event.freed.load(), "the event is freed once its set and its destroy are done");
 }
 
+// ---------------------------------------------------------------------------
+// Issue 30: an event set while its successor is being spawned. The spawn
+// registers the task on event 1, pauses, and event 1 is set meanwhile
+// (hold_spawner); then it registers the task on event 2, still unset. The
+// task must run only once both are set, exactly once.
+
+struct AfterBoth {
+    blz_event *second;
+    std::atomic<int> runs{0};
+    std::atomic<bool> early{false};  // it ran before event 2 was set
+};
+void after_both(void *arg) {
+    auto *a = static_cast<AfterBoth *>(arg);
+    if (blz_event_wait_for(a->second, 0) != BLZ_OK) a->early.store(true);
+    a->runs.fetch_add(1);
+}
+
+void scenario_event_set_during_spawn() {
+    blz_pool *pool = make_pool(1);
+    blz_event *events[2] = {nullptr, nullptr};
+    check(blz_event_create(&events[0]) == BLZ_OK && blz_event_create(&events[1]) == BLZ_OK, "blz_event_create");
+    static AfterBoth a;  // static: a task run by the defect may outlive the scenario's frame
+    a.second = events[1];
+    g_spawn.first.store(events[0]);
+    g_spawn.pool.store(pool);
+    g_spawn.armed.store(true);
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.after_events = events;
+    opts.num_after_events = 2;
+    check(blz_spawn_ex(pool, after_both, &a, &opts, nullptr) == BLZ_OK, "blz_spawn_ex");  // detached
+    check(!a.early.load() && a.runs.load() == 0, "a task ran while its spawn still registered its predecessors");
+    check(blz_event_set(events[1], BLZ_OK) == BLZ_OK, "the second event's set");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");  // waits for the task
+    check(a.runs.load() == 1 && !a.early.load(), "the task ran once, after both events");
+    blz_event_destroy(events[0]);
+    blz_event_destroy(events[1]);
+}
+
+// ---------------------------------------------------------------------------
+// Issue 30: a predecessor finishing while its successor's group is
+// cancelled. The predecessor pauses just before it releases its successor;
+// the group is cancelled then, and a poll of the predecessor's handle must
+// find it unfinished (it releases its successors before it hands itself to
+// its joiner). The successor, released after the cancel, ends with
+// BLZ_ECANCELED and its on_done. The defect releases the successors after
+// the hand-off: the poll frees the predecessor, a new spawn reuses its
+// memory, and the release reads that memory (ASan), losing the successor
+// (seen as a group that never empties).
+
+struct Skipped {
+    std::atomic<int> runs{0};
+    std::atomic<int> done_calls{0};
+    std::atomic<int32_t> done_status{99};
+};
+void skipped_fn(void *arg) { static_cast<Skipped *>(arg)->runs.fetch_add(1); }
+void skipped_done(void *arg, blz_status status) {
+    auto *k = static_cast<Skipped *>(arg);
+    k->done_status.store(status);
+    k->done_calls.fetch_add(1);
+}
+
+void scenario_predecessor_end_vs_group_cancel() {
+    blz_pool *pool = make_pool(1);
+    blz_group *group = nullptr;
+    check(blz_group_create(pool, &group) == BLZ_OK, "blz_group_create");
+    Gate gate;
+    blz_task *predecessor = nullptr;
+    check(blz_spawn(pool, gate_fn, &gate, &predecessor) == BLZ_OK, "blz_spawn");
+    static Skipped k;  // static: see scenario_event_set_during_spawn
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.group = group;
+    opts.on_done = skipped_done;
+    opts.done_arg = &k;
+    opts.after_tasks = &predecessor;
+    opts.num_after_tasks = 1;
+    check(blz_spawn_ex(pool, skipped_fn, &k, &opts, nullptr) == BLZ_OK, "blz_spawn_ex");
+    g_end.armed.store(true);
+    gate.release();
+    spin_until([] { return g_end.paused.load(); });
+    check(blz_group_cancel(group) == BLZ_OK, "blz_group_cancel");
+    const blz_status polled = blz_task_wait_for(predecessor, 0);
+    if (polled == BLZ_OK) {
+        // Freed: a spawn from this thread likely takes its memory.
+        std::atomic<int> reused{0};
+        blz_task *next = nullptr;
+        check(blz_spawn(pool, count_into, &reused, &next) == BLZ_OK, "blz_spawn");
+        g_end.resume.store(true);
+        check(blz_join(next) == BLZ_OK, "the reusing task's join");
+    } else {
+        check(polled == BLZ_ETIMEDOUT, "a poll of a predecessor still releasing its successors");
+        g_end.resume.store(true);
+        check(blz_join(predecessor) == BLZ_OK, "the predecessor's join");
+    }
+    check(blz_group_wait_for(group, uint64_t{kHangSeconds} * 1000000000u) == BLZ_ECANCELED,
+          "the cancelled group's wait reports the skipped successor");
+    check(k.runs.load() == 0, "a successor of a cancelled group ran");
+    check(k.done_calls.load() == 1 && k.done_status.load() == BLZ_ECANCELED,
+          "the skipped successor's on_done ran once with BLZ_ECANCELED");
+    check(polled != BLZ_OK, "a predecessor was handed to its joiner before it released its successors");
+    check(blz_group_destroy(group) == BLZ_OK, "blz_group_destroy (the wait took the report)");
+    check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
+}
+
 enum class Expect { kClean, kAbortWithMessage };
 
 struct Row {
@@ -876,6 +1022,8 @@ const char *mutant_name(Mutant m) {
         case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen promoted half";
         case Mutant::kLateDoneReadsTask: return "late on_done read from the task";
         case Mutant::kEventSetUnreferenced: return "event set holds no reference";
+        case Mutant::kSpawnerHoldsNoCount: return "spawn holds no count while it registers";
+        case Mutant::kSuccessorsAfterFinish: return "successors released after the hand-off";
     }
     return "?";
 }
@@ -916,6 +1064,10 @@ const std::vector<Row> &rows() {
         {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kLateDoneReadsTask},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kNone},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kEventSetUnreferenced},
+        {"an event set while its successor is being spawned", scenario_event_set_during_spawn, Expect::kClean, Mutant::kNone},
+        {"an event set while its successor is being spawned", scenario_event_set_during_spawn, Expect::kClean, Mutant::kSpawnerHoldsNoCount},
+        {"a predecessor finishing while a group is cancelled", scenario_predecessor_end_vs_group_cancel, Expect::kClean, Mutant::kNone},
+        {"a predecessor finishing while a group is cancelled", scenario_predecessor_end_vs_group_cancel, Expect::kClean, Mutant::kSuccessorsAfterFinish},
     };
     return all;
 }

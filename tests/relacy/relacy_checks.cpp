@@ -53,6 +53,72 @@ template <Mutant M>
 using RS = blz_relacy::RelacySync<M>;
 
 // Spins in a way Relacy's scheduler understands.
+// ---------------------------------------------------------------------------
+// Dependencies (lib/dependency_count.hpp, the real class; task.cpp's
+// register_predecessors around it): a spawner registers its task on two
+// predecessors, each of which completes on its own thread. A predecessor
+// is modelled as an event: a `done` flag and a one-entry list under a
+// mutex (WaiterList::add_callback / notify). The task must be queued
+// exactly once, after both predecessors completed and after its spawn is
+// done with it (in the runtime, a task queued earlier may run and free
+// itself under the spawn). The mutant spawner takes no hold.
+template <class S>
+struct DependencyHandOff : rl::test_suite<DependencyHandOff<S>, 3> {
+    struct Predecessor {
+        rl::mutex mutex;
+        bool done = false;        // guarded by mutex
+        bool registered = false;  // guarded by mutex: the task's edge is in the list
+    };
+    Predecessor predecessors[2];
+    blz::DependencyCount<S> count;
+    typename S::template atomic<int> queued{0};
+    typename S::template atomic<int> completed{0};
+    typename S::template atomic<bool> spawn_over{false};
+
+    void queue() {
+        // The queue's acquire side: the count's acq_rel chain orders both
+        // predecessors' completion before this.
+        RL_ASSERT(completed.load(std::memory_order::relaxed) == 2);
+        RL_ASSERT(spawn_over.load(std::memory_order::relaxed));
+        queued.fetch_add(1, std::memory_order::relaxed);
+    }
+
+    void thread(unsigned index) {
+        if (index == 0) {
+            spawn();
+        } else {
+            complete(predecessors[index - 1]);
+        }
+    }
+
+    void spawn() {
+        const bool hold = count.hold();
+        for (Predecessor &p : predecessors) {
+            count.add();
+            p.mutex.lock($);
+            const bool already = p.done;
+            if (!already) p.registered = true;
+            p.mutex.unlock($);
+            if (already && count.release()) queue();
+        }
+        // The spawn's last access to the task; in the runtime the task may
+        // run and be freed from the final release on.
+        spawn_over.store(true, std::memory_order::relaxed);
+        if (hold && count.release()) queue();
+    }
+
+    void complete(Predecessor &p) {
+        completed.fetch_add(1, std::memory_order::relaxed);
+        p.mutex.lock($);
+        p.done = true;
+        const bool registered = p.registered;
+        p.mutex.unlock($);
+        if (registered && count.release()) queue();
+    }
+
+    void after() { RL_ASSERT(queued.load(std::memory_order::relaxed) == 1); }
+};
+
 template <class Pred>
 void spin_until(Pred pred) {
     rl::backoff backoff;
@@ -1234,6 +1300,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kPromoteWithoutPost: return "promotion without its post";
         case Mutant::kPopIgnoresPromoted: return "join pops a promoted frame inline";
         case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen frame";
+        case Mutant::kSpawnerHoldsNoCount: return "spawner takes no hold";
     }
     return "?";
 }
@@ -1290,6 +1357,8 @@ const std::vector<Row> &rows() {
         ROW("lifetime: outside spawn vs destroy", OutsideSpawnVsDestroy, Mutant::kSpawnCountsOnlyTask, Search::kRandom),
         ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNone, Search::kRandom),
         ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNoPinOnLatchSet, Search::kRandom),
+        ROW("dependency count hand-off", DependencyHandOff, Mutant::kNone, Search::kFull),
+        ROW("dependency count hand-off", DependencyHandOff, Mutant::kSpawnerHoldsNoCount, Search::kFull),
     };
     return all;
 }

@@ -14,6 +14,7 @@
 #include "admission.hpp"
 #include "core_latch.hpp"
 #include "counters.hpp"
+#include "dependency_count.hpp"
 #include "deque.hpp"
 #include "fork_join.hpp"
 #include "fork_stack.hpp"

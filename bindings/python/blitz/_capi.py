@@ -76,13 +76,19 @@ class Stats(Structure):
 
 
 class SpawnOptions(Structure):
-    """struct blz_spawn_options (0.2)."""
+    """struct blz_spawn_options (0.2; the predecessor lists 0.3)."""
     _fields_ = [
         ("struct_size", c_uint32),
         ("flags", c_uint32),
         ("group", c_void_p),
         ("on_done", DONE_FN),
         ("done_arg", c_void_p),
+        ("after_tasks", POINTER(c_void_p)),
+        ("num_after_tasks", c_size_t),
+        ("after_events", POINTER(c_void_p)),
+        ("num_after_events", c_size_t),
+        ("after_groups", POINTER(c_void_p)),
+        ("num_after_groups", c_size_t),
     ]
 
 
@@ -142,6 +148,7 @@ _PROTOTYPES = {
     "blz_event_set": (blz_status, [c_void_p, blz_status]),
     "blz_event_wait_for": (blz_status, [c_void_p, c_uint64]),
     "blz_event_destroy": (blz_status, [c_void_p]),
+    "blz_task_finish_later": (blz_status, [POINTER(c_void_p)]),
     "blz_isolate": (blz_status, [c_void_p, FN, c_void_p]),
     "blz_pool_shared": (blz_status, [POINTER(PoolConfig), POINTER(c_void_p)]),
 }
@@ -156,7 +163,7 @@ _PROTOTYPES = {
 _HELD = ("blz_version_number", "blz_status_string", "blz_pool_config_init", "blz_pool_num_threads",
          "blz_worker_index", "blz_pool_stats", "blz_worker_stats", "blz_pool_set_max_active", "blz_spawn_options_init", "blz_spawn_ex",
          "blz_task_detach", "blz_task_cancel", "blz_group_create_ex", "blz_group_cancel",
-         "blz_group_cancelled", "blz_cancelled", "blz_event_create", "blz_event_set")
+         "blz_group_cancelled", "blz_cancelled", "blz_event_create", "blz_event_set", "blz_task_finish_later")
 
 
 def _declare(lib, names):

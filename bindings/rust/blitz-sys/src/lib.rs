@@ -117,6 +117,9 @@ pub const BLZ_SPAWN_DONE_AFTER_FINISH: u32 = 2;
 /// `blz_spawn_options` flag: the task's first failure cancels the task itself
 /// (its loops stop starting pieces). (0.3)
 pub const BLZ_SPAWN_CANCEL_ON_FAILURE: u32 = 4;
+/// `blz_spawn_options` flag: the task runs after its predecessors whatever
+/// they ended with; without it a failed or cancelled predecessor cancels it. (0.3)
+pub const BLZ_SPAWN_AFTER_ANY_END: u32 = 8;
 
 /// How [`blz_spawn_ex`] spawns a task (0.2). Initialise with
 /// [`blz_spawn_options_init`], then change the fields you need; the options
@@ -126,7 +129,7 @@ pub const BLZ_SPAWN_CANCEL_ON_FAILURE: u32 = 4;
 pub struct blz_spawn_options {
     /// `size_of::<blz_spawn_options>()`; set by `blz_spawn_options_init`.
     pub struct_size: u32,
-    /// 0 (no flag is defined yet); any other bit gives `BLZ_EINVAL`.
+    /// 0, or `BLZ_SPAWN_*` flags OR'ed; any other bit gives `BLZ_EINVAL`.
     pub flags: u32,
     /// NULL, or the group the task belongs to: the group's waits count it and its cancel skips it.
     pub group: *mut blz_group,
@@ -134,6 +137,18 @@ pub struct blz_spawn_options {
     pub on_done: blz_done_fn,
     /// Passed to `on_done`.
     pub done_arg: *mut c_void,
+    /// NULL, or `num_after_tasks` tasks this task runs after (handles read during the call only). (0.3)
+    pub after_tasks: *const *mut blz_task,
+    /// How many handles `after_tasks` holds.
+    pub num_after_tasks: usize,
+    /// NULL, or `num_after_events` events this task runs after. (0.3)
+    pub after_events: *const *mut blz_event,
+    /// How many handles `after_events` holds.
+    pub num_after_events: usize,
+    /// NULL, or `num_after_groups` groups: runs once each has no task left. (0.3)
+    pub after_groups: *const *mut blz_group,
+    /// How many handles `after_groups` holds.
+    pub num_after_groups: usize,
 }
 
 /// How to build a pool. Initialise with [`blz_pool_config_init`], then
@@ -356,6 +371,9 @@ extern "C" {
     pub fn blz_event_wait_for(event: *mut blz_event, timeout_ns: u64) -> blz_status;
     /// Gives the handle up; an unset event is set to `BLZ_ECANCELED` first. (0.3)
     pub fn blz_event_destroy(event: *mut blz_event) -> blz_status;
+    /// Inside a task's fn: the task finishes when the event it gives is set
+    /// (its status becomes the event's), not when fn returns. (0.3)
+    pub fn blz_task_finish_later(out_event: *mut *mut blz_event) -> blz_status;
     /// Runs `f(arg)` as `blz_call` does, isolated: every wait inside it runs
     /// only work forked or spawned inside it. (0.3)
     pub fn blz_isolate(pool: *mut blz_pool, f: blz_fn, arg: *mut c_void) -> blz_status;

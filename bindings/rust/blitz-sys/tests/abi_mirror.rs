@@ -167,6 +167,7 @@ fn rust_constants() -> Vec<RustConst> {
         BLZ_SPAWN_HIGH_PRIORITY,
         BLZ_SPAWN_DONE_AFTER_FINISH,
         BLZ_SPAWN_CANCEL_ON_FAILURE,
+        BLZ_SPAWN_AFTER_ANY_END,
         BLZ_SIZE_FROM_ENVIRONMENT,
         BLZ_SIZE_FROM_AFFINITY,
         BLZ_SIZE_FROM_CPU_QUOTA,
@@ -259,6 +260,12 @@ fn rust_structs() -> Vec<Layout> {
             group: *mut blz_group,
             on_done: blz_done_fn,
             done_arg: *mut c_void,
+            after_tasks: *const *mut blz_task,
+            num_after_tasks: usize,
+            after_events: *const *mut blz_event,
+            num_after_events: usize,
+            after_groups: *const *mut blz_group,
+            num_after_groups: usize,
         }),
         layout!(blz_fork_frame { r#fn: blz_fn, arg: *mut c_void, job: [uintptr_t; 8] }),
         layout!(blz_fork_stack {
@@ -446,6 +453,7 @@ fn rust_functions() -> Vec<Sig> {
         blz_event_set: fn(*mut blz_event, blz_status) -> blz_status;
         blz_event_wait_for: fn(*mut blz_event, u64) -> blz_status;
         blz_event_destroy: fn(*mut blz_event) -> blz_status;
+        blz_task_finish_later: fn(*mut *mut blz_event) -> blz_status;
         blz_isolate: fn(*mut blz_pool, blz_fn, *mut c_void) -> blz_status;
         blz_default_size: fn(*mut blz_default_size_info) -> blz_status;
         blz_pool_shared: fn(*const blz_pool_config, *mut *mut blz_pool) -> blz_status;
@@ -578,6 +586,12 @@ fn a_wrong_layout_is_caught() {
         group: *mut blz_group,
         on_done: blz_fn,
         done_arg: *mut c_void,
+        after_tasks: *const *mut blz_task,
+        num_after_tasks: usize,
+        after_events: *const *mut blz_event,
+        num_after_events: usize,
+        after_groups: *const *mut blz_group,
+        num_after_groups: usize,
     });
     let found = struct_mismatches(&rust, &h, &abi);
     assert_eq!(found.len(), 1, "{:#?}", found);

@@ -1,0 +1,514 @@
+// Dependencies (blz_spawn_options' after_tasks, after_events, after_groups,
+// BLZ_SPAWN_AFTER_ANY_END) and blz_task_finish_later, from the contract in
+// blitz.h ("Dependencies" at blz_spawn_ex). The races of an event set
+// against its successor's spawn, and of a predecessor's end against a
+// group cancel, are held open in tests/fault/lifetime_checks.cpp; the
+// count's hand-off is model-checked in docs/model/blitz.pml. Every case
+// runs under a watchdog.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "support.hpp"
+#include "task_records.hpp"
+
+namespace {
+
+using blz_test::check_rec;
+using blz_test::count_into;
+using blz_test::Gate;
+using blz_test::gate_fn;
+using blz_test::OpenOnExit;
+using blz_test::Ending;
+using blz_test::kForever;
+using blz_test::options_for;
+using blz_test::Rec;
+using blz_test::rec_fn;
+using blz_test::Tally;
+using blz_test::tally_done;
+using blz_test::tally_fn;
+using blz_test::tally_options;
+using blz_test::Watchdog;
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+class Event {
+public:
+    Event() { REQUIRE(blz_event_create(&event_) == BLZ_OK); }
+    ~Event() {
+        if (event_ != nullptr) blz_event_destroy(event_);
+    }
+    Event(const Event &) = delete;
+    Event &operator=(const Event &) = delete;
+    operator blz_event *() const { return event_; }
+    blz_event *const *address() const { return &event_; }
+    void destroy() {
+        REQUIRE(blz_event_destroy(event_) == BLZ_OK);
+        event_ = nullptr;
+    }
+
+private:
+    blz_event *event_ = nullptr;
+};
+
+class Group {
+public:
+    explicit Group(blz_pool *pool, uint32_t flags = 0) { REQUIRE(blz_group_create_ex(pool, flags, &group_) == BLZ_OK); }
+    ~Group() { blz_group_destroy(group_); }
+    Group(const Group &) = delete;
+    Group &operator=(const Group &) = delete;
+    operator blz_group *() const { return group_; }
+    blz_group *const *address() const { return &group_; }
+
+private:
+    blz_group *group_ = nullptr;
+};
+
+// Rec's options with predecessors.
+blz_spawn_options after(Rec &r, blz_task *const *tasks, size_t num_tasks, blz_event *const *events = nullptr,
+                        size_t num_events = 0, blz_group *group = nullptr) {
+    blz_spawn_options opts = options_for(r, group);
+    opts.after_tasks = tasks;
+    opts.num_after_tasks = num_tasks;
+    opts.after_events = events;
+    opts.num_after_events = num_events;
+    return opts;
+}
+
+// Whether a task has not finished: a poll of its handle times out.
+bool unfinished(blz_task *task) { return blz_task_wait_for(task, 0) == BLZ_ETIMEDOUT; }
+
+// A predecessor that writes a value (plain memory) and a successor that reads it.
+struct Handoff {
+    uint64_t written = 0;  // plain: the dependency alone orders the write before the read
+    uint64_t seen = 0;
+};
+void write_value(void *arg) { static_cast<Handoff *>(arg)->written = 42; }
+void read_value(void *arg) {
+    auto *h = static_cast<Handoff *>(arg);
+    h->seen = h->written;
+}
+
+// finish_later tasks.
+struct Later {
+    std::atomic<blz_event *> event{nullptr};
+    std::atomic<int32_t> first{99};   // blz_task_finish_later's status
+    std::atomic<int32_t> second{99};  // a second call's
+    bool fail = false;
+};
+void later_fn(void *arg) {
+    auto *l = static_cast<Later *>(arg);
+    blz_event *event = nullptr;
+    l->first.store(blz_task_finish_later(&event));
+    blz_event *again = nullptr;
+    l->second.store(blz_task_finish_later(&again));
+    l->event.store(event);
+    if (l->fail) blz_fail();
+}
+
+}  // namespace
+
+TEST_CASE("predecessor lists are checked", "[api][after]") {
+    Watchdog watchdog("predecessor lists are checked", seconds(60));
+    blz_test::Pool pool(1);
+    std::atomic<int> runs{0};
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.num_after_tasks = 1;  // with a NULL list
+    CHECK(blz_spawn_ex(pool, count_into, &runs, &opts, nullptr) == BLZ_EINVAL);
+    blz_spawn_options_init(&opts);
+    blz_event *none = nullptr;
+    opts.after_events = &none;
+    opts.num_after_events = 1;  // a NULL handle
+    CHECK(blz_spawn_ex(pool, count_into, &runs, &opts, nullptr) == BLZ_EINVAL);
+    Group group(pool);
+    blz_spawn_options_init(&opts);
+    opts.group = group;
+    opts.after_groups = group.address();
+    opts.num_after_groups = 1;
+    CHECK(blz_spawn_ex(pool, count_into, &runs, &opts, nullptr) == BLZ_EDEADLK);
+    blz_spawn_options_init(&opts);
+    opts.flags = 16;  // not a flag
+    CHECK(blz_spawn_ex(pool, count_into, &runs, &opts, nullptr) == BLZ_EINVAL);
+
+    // A 0.2 caller's struct ends before the lists: whatever follows is not read.
+    blz_spawn_options old;
+    blz_spawn_options_init(&old);
+    old.struct_size = static_cast<uint32_t>(offsetof(blz_spawn_options, after_tasks));
+    old.after_events = &none;
+    old.num_after_events = 7;
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, count_into, &runs, &old, &task) == BLZ_OK);
+    CHECK(blz_join(task) == BLZ_OK);
+    CHECK(runs.load() == 1);
+}
+
+TEST_CASE("a successor runs after its predecessors and sees their writes", "[api][after]") {
+    Watchdog watchdog("a successor sees its predecessors' writes", seconds(60));
+    blz_test::Pool pool(2);
+    for (int round = 0; round < 200; ++round) {
+        Handoff h;
+        Event event;
+        blz_task *first = nullptr;
+        REQUIRE(blz_spawn(pool, write_value, &h, &first) == BLZ_OK);
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        opts.after_tasks = &first;
+        opts.num_after_tasks = 1;
+        opts.after_events = event.address();
+        opts.num_after_events = 1;
+        blz_task *second = nullptr;
+        REQUIRE(blz_spawn_ex(pool, read_value, &h, &opts, &second) == BLZ_OK);
+        REQUIRE(blz_join(first) == BLZ_OK);  // the handle may go as soon as the spawn returned
+        if (round == 0) CHECK(unfinished(second));  // the event is not set
+        REQUIRE(blz_event_set(event, BLZ_OK) == BLZ_OK);
+        REQUIRE(blz_join(second) == BLZ_OK);
+        CHECK(h.seen == 42);
+    }
+}
+
+TEST_CASE("a waiting task holds no worker", "[api][after]") {
+    Watchdog watchdog("a waiting task holds no worker", seconds(60));
+    blz_test::Pool pool(1);
+    Event event;
+    Rec r;
+    r.pool = pool;
+    blz_spawn_options opts = after(r, nullptr, 0, event.address(), 1);
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &r, &opts, &task) == BLZ_OK);
+    // The only worker runs other work meanwhile.
+    std::atomic<int> ran{0};
+    REQUIRE(blz_call(pool, count_into, &ran) == BLZ_OK);
+    CHECK(ran.load() == 1);
+    CHECK(r.fn_runs.load() == 0);
+    CHECK(unfinished(task));
+    REQUIRE(blz_event_set(event, BLZ_OK) == BLZ_OK);
+    CHECK(blz_join(task) == BLZ_OK);
+    check_rec(r, BLZ_OK, true);
+}
+
+TEST_CASE("a failed or cancelled predecessor cancels its successor unless BLZ_SPAWN_AFTER_ANY_END",
+          "[api][after]") {
+    Watchdog watchdog("the failure policy", seconds(60));
+    blz_test::Pool pool(2);
+    const bool any_end = GENERATE(false, true);
+    const int kind = GENERATE(0, 1, 2, 3);  // a task that throws, one that calls blz_fail, an event set ETASK, ECANCELED
+    INFO("any_end " << any_end << ", kind " << kind);
+    Rec pred;
+    pred.pool = pool;
+    pred.ending = kind == 0 ? Ending::kThrow : Ending::kFail;
+    Event event;
+    blz_task *first = nullptr;
+    Rec r;
+    r.pool = pool;
+    blz_spawn_options opts;
+    if (kind < 2) {
+        REQUIRE(blz_spawn(pool, rec_fn, &pred, &first) == BLZ_OK);
+        opts = after(r, &first, 1);
+    } else {
+        opts = after(r, nullptr, 0, event.address(), 1);
+    }
+    if (any_end) opts.flags = BLZ_SPAWN_AFTER_ANY_END;
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &r, &opts, &task) == BLZ_OK);
+    // A third task after the second: a cancellation travels on.
+    Rec third;
+    third.pool = pool;
+    blz_spawn_options then = after(third, &task, 1);
+    blz_task *last = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &third, &then, &last) == BLZ_OK);
+    if (kind < 2) CHECK(blz_join(first) == BLZ_ETASK);
+    if (kind == 2) REQUIRE(blz_event_set(event, BLZ_ETASK) == BLZ_OK);
+    if (kind == 3) REQUIRE(blz_event_set(event, BLZ_ECANCELED) == BLZ_OK);
+    const blz_status expected = any_end ? BLZ_OK : BLZ_ECANCELED;
+    CHECK(blz_join(task) == expected);
+    check_rec(r, expected, any_end);
+    CHECK(blz_join(last) == expected);
+    check_rec(third, expected, any_end);
+}
+
+TEST_CASE("a successor after a finished task is queued at once", "[api][after]") {
+    Watchdog watchdog("a successor after a finished task", seconds(60));
+    blz_test::Pool pool(1);
+    Rec pred;
+    pred.pool = pool;
+    pred.ending = GENERATE(Ending::kOk, Ending::kThrow);
+    blz_task *first = nullptr;
+    REQUIRE(blz_spawn(pool, rec_fn, &pred, &first) == BLZ_OK);
+    // The pool's only worker runs tasks in order: once this call ran, the
+    // predecessor has finished (its handle is still valid: nobody joined).
+    Event ran_after;
+    struct Marker {
+        blz_event *event;
+    } marker{ran_after};
+    auto mark = [&marker] { blz_event_set(marker.event, BLZ_OK); };
+    blz_task *probe = nullptr;
+    blz_spawn_options popts;
+    blz_spawn_options_init(&popts);
+    popts.after_tasks = &first;
+    popts.num_after_tasks = 1;
+    popts.flags = BLZ_SPAWN_AFTER_ANY_END;
+    REQUIRE(blz_spawn_ex(pool, blz_test::thunk_of(mark), &mark, &popts, &probe) == BLZ_OK);
+    REQUIRE(blz_event_wait_for(ran_after, blz_test::kMinute) == BLZ_OK);
+    REQUIRE(blz_join(probe) == BLZ_OK);
+    Rec r;
+    r.pool = pool;
+    blz_spawn_options opts = after(r, &first, 1);
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &r, &opts, &task) == BLZ_OK);
+    const blz_status pred_status = blz_test::status_of(pred.ending);
+    const blz_status expected = pred_status == BLZ_OK ? BLZ_OK : BLZ_ECANCELED;
+    CHECK(blz_join(task) == expected);
+    check_rec(r, expected, pred_status == BLZ_OK);
+    CHECK(blz_join(first) == pred_status);
+}
+
+TEST_CASE("a group's cancel reaches a task waiting for predecessors", "[api][after]") {
+    Watchdog watchdog("a group cancel reaches a waiting task", seconds(60));
+    blz_test::Pool pool(2);
+    const bool by_task_cancel = GENERATE(false, true);
+    Group group(pool);
+    Event event;
+    Rec r;
+    r.pool = pool;
+    blz_spawn_options opts = after(r, nullptr, 0, event.address(), 1, group);
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(nullptr, rec_fn, &r, &opts, &task) == BLZ_OK);
+    if (by_task_cancel) {
+        REQUIRE(blz_task_cancel(task) == BLZ_OK);
+    } else {
+        REQUIRE(blz_group_cancel(group) == BLZ_OK);
+    }
+    CHECK(blz_group_wait_for(group, 0) == BLZ_ETIMEDOUT);  // still waiting for its predecessor
+    REQUIRE(blz_event_set(event, BLZ_OK) == BLZ_OK);
+    CHECK(blz_group_wait(group) == BLZ_ECANCELED);
+    CHECK(blz_join(task) == BLZ_ECANCELED);
+    check_rec(r, BLZ_ECANCELED, false);
+}
+
+TEST_CASE("a task after a group runs once the group has no task left", "[api][after]") {
+    Watchdog watchdog("a task after a group", seconds(60));
+    blz_test::Pool pool(2);
+    const bool fail = GENERATE(false, true);
+    Group group(pool);
+    Gate gate;
+    OpenOnExit open{gate};
+    std::atomic<int> runs{0};
+    for (int i = 0; i < 3; ++i) REQUIRE(blz_group_spawn(group, count_into, &runs) == BLZ_OK);
+    Rec failing;
+    failing.pool = pool;
+    failing.gate = &gate;
+    failing.ending = fail ? Ending::kFail : Ending::kOk;
+    blz_spawn_options fopts = options_for(failing, group);
+    REQUIRE(blz_spawn_ex(nullptr, rec_fn, &failing, &fopts, nullptr) == BLZ_OK);
+    Rec r;
+    r.pool = pool;
+    blz_spawn_options opts = options_for(r);
+    opts.after_groups = group.address();
+    opts.num_after_groups = 1;
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &r, &opts, &task) == BLZ_OK);
+    REQUIRE(gate.wait_entered());
+    CHECK(unfinished(task));
+    gate.release();
+    const blz_status expected = fail ? BLZ_ECANCELED : BLZ_OK;
+    CHECK(blz_join(task) == expected);
+    check_rec(r, expected, !fail);
+    CHECK(runs.load() == 3);
+    // The successor read the group's report without taking it.
+    CHECK(blz_group_wait(group) == (fail ? BLZ_ETASK : BLZ_OK));
+
+    // An empty group counts at once.
+    Rec r2;
+    r2.pool = pool;
+    blz_spawn_options opts2 = options_for(r2);
+    opts2.after_groups = group.address();
+    opts2.num_after_groups = 1;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &r2, &opts2, &task) == BLZ_OK);
+    CHECK(blz_join(task) == BLZ_OK);
+}
+
+TEST_CASE("an event set from a thread of no pool queues its successor on the pool", "[api][after]") {
+    Watchdog watchdog("an event set from a foreign thread", seconds(60));
+    blz_test::Pool pool(2);
+    for (int round = 0; round < 100; ++round) {
+        Event event;
+        Rec r;
+        r.pool = pool;
+        blz_spawn_options opts = after(r, nullptr, 0, event.address(), 1);
+        blz_task *task = nullptr;
+        REQUIRE(blz_spawn_ex(pool, rec_fn, &r, &opts, &task) == BLZ_OK);
+        std::thread setter([&event] { blz_event_set(event, BLZ_OK); });
+        CHECK(blz_join(task) == BLZ_OK);
+        setter.join();
+        check_rec(r, BLZ_OK, true);  // on_done on the worker that ran fn
+    }
+}
+
+TEST_CASE("predecessors may belong to another pool", "[api][after]") {
+    Watchdog watchdog("a predecessor of another pool", seconds(60));
+    blz_test::Pool first_pool(1);
+    blz_test::Pool pool(1);
+    Handoff h;
+    blz_task *first = nullptr;
+    REQUIRE(blz_spawn(first_pool, write_value, &h, &first) == BLZ_OK);
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.after_tasks = &first;
+    opts.num_after_tasks = 1;
+    blz_task *second = nullptr;
+    REQUIRE(blz_spawn_ex(pool, read_value, &h, &opts, &second) == BLZ_OK);
+    REQUIRE(blz_join(second) == BLZ_OK);
+    CHECK(h.seen == 42);
+    REQUIRE(blz_join(first) == BLZ_OK);
+}
+
+TEST_CASE("10^5 successors of one task, and one task after 10^5", "[api][after]") {
+    Watchdog watchdog("fan-out and fan-in of 10^5", seconds(120));
+    blz_test::Pool pool(2);
+    constexpr size_t kMany = 100000;
+    // Fan-out: one gated task, 10^5 detached successors.
+    Gate gate;
+    OpenOnExit open{gate};
+    blz_task *root = nullptr;
+    REQUIRE(blz_spawn(pool, gate_fn, &gate, &root) == BLZ_OK);
+    Tally tally;
+    tally.pool = pool;
+    Group group(pool);
+    blz_spawn_options opts = tally_options(tally, group);
+    opts.after_tasks = &root;
+    opts.num_after_tasks = 1;
+    for (size_t i = 0; i < kMany; ++i) REQUIRE(blz_spawn_ex(nullptr, tally_fn, &tally, &opts, nullptr) == BLZ_OK);
+    CHECK(tally.fn_runs.load() == 0);
+    gate.release();
+    REQUIRE(blz_join(root) == BLZ_OK);
+    REQUIRE(blz_group_wait(group) == BLZ_OK);
+    CHECK(tally.fn_runs.load() == static_cast<int>(kMany));
+    CHECK(tally.ok.load() == static_cast<int>(kMany));
+    CHECK(tally.off_worker.load() == 0);
+
+    // Fan-in: 10^5 tasks, then one after them all.
+    std::vector<blz_task *> tasks(kMany);
+    std::atomic<int> runs{0};
+    for (auto &task : tasks) REQUIRE(blz_spawn(pool, count_into, &runs, &task) == BLZ_OK);
+    Rec r;
+    r.pool = pool;
+    blz_spawn_options last = after(r, tasks.data(), tasks.size());
+    blz_task *sink = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &r, &last, &sink) == BLZ_OK);
+    CHECK(blz_join(sink) == BLZ_OK);
+    CHECK(runs.load() == static_cast<int>(kMany));
+    check_rec(r, BLZ_OK, true);
+    for (blz_task *task : tasks) REQUIRE(blz_join(task) == BLZ_OK);
+}
+
+TEST_CASE("blz_task_finish_later: the task finishes when its event is set", "[api][after][finish_later]") {
+    Watchdog watchdog("finish_later", seconds(60));
+    blz_test::Pool pool(2);
+    const blz_status set_with = GENERATE(BLZ_OK, BLZ_ETASK, BLZ_ECANCELED);
+    Later later;
+    Tally tally;
+    tally.pool = pool;
+    blz_spawn_options opts = tally_options(tally);
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, later_fn, &later, &opts, &task) == BLZ_OK);
+    REQUIRE(blz_test::eventually([&] { return later.event.load() != nullptr; }));
+    CHECK(later.first.load() == BLZ_OK);
+    CHECK(later.second.load() == BLZ_EINVAL);  // once per task
+    // A successor waits for the finish, not for fn.
+    Rec r;
+    r.pool = pool;
+    blz_spawn_options sopts = after(r, &task, 1);
+    sopts.flags = BLZ_SPAWN_AFTER_ANY_END;
+    blz_task *successor = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &r, &sopts, &successor) == BLZ_OK);
+    CHECK(blz_task_wait_for(task, 20 * 1000 * 1000) == BLZ_ETIMEDOUT);
+    CHECK(tally.done.load() == 0);
+    CHECK(r.fn_runs.load() == 0);
+    blz_event *event = later.event.load();
+    std::thread setter([event, set_with] {
+        blz_event_set(event, set_with);
+        blz_event_destroy(event);  // at once: the task keeps what it needs
+    });
+    CHECK(blz_join(task) == set_with);
+    setter.join();
+    CHECK(tally.done.load() == 1);
+    CHECK(tally.off_worker.load() == 0);  // on_done on a worker, not on the setter
+    CHECK(blz_join(successor) == BLZ_OK);
+    check_rec(r, BLZ_OK, true);
+}
+
+TEST_CASE("blz_task_finish_later: refused outside a task; a failing fn finishes at once; destroy cancels",
+          "[api][after][finish_later]") {
+    Watchdog watchdog("finish_later edges", seconds(60));
+    blz_test::Pool pool(1);
+    blz_event *event = nullptr;
+    CHECK(blz_task_finish_later(&event) == BLZ_EINVAL);  // no task here
+    CHECK(blz_task_finish_later(nullptr) == BLZ_EINVAL);
+    auto in_call = [&event] { return blz_task_finish_later(&event); };
+    blz_status in_call_status = BLZ_OK;
+    auto call_body = [&] { in_call_status = in_call(); };
+    REQUIRE(blz_test::on_worker(pool, call_body) == BLZ_OK);
+    CHECK(in_call_status == BLZ_EINVAL);  // a blz_call job from outside is no task
+    CHECK(event == nullptr);
+
+    Later failing;
+    failing.fail = true;
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn(pool, later_fn, &failing, &task) == BLZ_OK);
+    CHECK(blz_join(task) == BLZ_ETASK);  // without waiting for the event
+    CHECK(blz_event_set(failing.event.load(), BLZ_OK) == BLZ_OK);  // still an ordinary event
+    blz_event_destroy(failing.event.load());
+
+    Later dropped;
+    REQUIRE(blz_spawn(pool, later_fn, &dropped, &task) == BLZ_OK);
+    REQUIRE(blz_test::eventually([&] { return dropped.event.load() != nullptr; }));
+    blz_event_destroy(dropped.event.load());  // unset
+    CHECK(blz_join(task) == BLZ_ECANCELED);
+}
+
+TEST_CASE("blz_pool_destroy waits for a task whose event is never set, until the event goes", "[api][after]") {
+    Watchdog watchdog("destroy with a task waiting for an event", seconds(60));
+    const bool finish_later = GENERATE(false, true);
+    blz_pool_config config;
+    blz_pool_config_init(&config);
+    config.num_threads = 1;
+    blz_pool *pool = nullptr;
+    REQUIRE(blz_pool_create(&config, &pool) == BLZ_OK);
+    Later later;
+    Tally tally;
+    tally.pool = pool;
+    blz_spawn_options opts = tally_options(tally);
+    blz_event *waited = nullptr;
+    if (finish_later) {
+        REQUIRE(blz_spawn_ex(pool, later_fn, &later, &opts, nullptr) == BLZ_OK);
+        REQUIRE(blz_test::eventually([&] { return later.event.load() != nullptr; }));
+        waited = later.event.load();
+    } else {
+        REQUIRE(blz_event_create(&waited) == BLZ_OK);
+        opts.after_events = &waited;
+        opts.num_after_events = 1;
+        REQUIRE(blz_spawn_ex(pool, tally_fn, &tally, &opts, nullptr) == BLZ_OK);
+    }
+    std::atomic<bool> destroyed{false};
+    std::atomic<int32_t> destroy_status{99};
+    std::thread destroyer([&] {
+        destroy_status.store(blz_pool_destroy(pool));
+        destroyed.store(true);
+    });
+    std::this_thread::sleep_for(milliseconds(50));
+    CHECK_FALSE(destroyed.load());  // the task is accepted work
+    CHECK(tally.done.load() == 0);
+    blz_event_destroy(waited);  // the way out: an unset event completes with BLZ_ECANCELED
+    destroyer.join();
+    CHECK(destroy_status.load() == BLZ_OK);
+    CHECK(tally.done.load() == 1);  // before destroy returned
+    CHECK(tally.canceled.load() == 1);
+    CHECK(tally.fn_runs.load() == 0);  // later_fn is no tally_fn: neither ran one
+}
