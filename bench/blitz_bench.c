@@ -362,10 +362,125 @@ static int all_asleep(void) {
     return read_stats(&s) == 0 && s.sleeping_now == s.num_threads;
 }
 
+/* ---- the graph workloads: tasks that name their predecessors ----
+ *
+ * As OpenMP's single thread creates its tasks inside the team, one job
+ * entered by blz_call spawns every task with blz_spawn_ex, naming the
+ * handles of the tasks it runs after (opts.after_tasks): a task is queued
+ * only when its last predecessor ended, and nothing waits on a worker.
+ * A handle is kept until its last successor has been spawned (the spawn
+ * reads the predecessors' handles during the call only), then detached;
+ * the tasks without successors are joined, which the job does on its
+ * worker, running other tasks meanwhile. Every task is an ancestor of a
+ * joined one, so when the joins return every task has ended. */
+
+static blz_task *spawn_after(blz_fn fn, void *arg, blz_task *const *after, size_t num_after) {
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.after_tasks = after;
+    opts.num_after_tasks = num_after;
+    blz_task *task;
+    check(blz_spawn_ex(pool, fn, arg, &opts, &task), "blz_spawn_ex");
+    return task;
+}
+
+typedef struct wave_block_arg {
+    bench_wave *wave;
+    uint32_t row, col;
+} wave_block_arg;
+
+static void wave_block_task(void *p) {
+    const wave_block_arg *a = p;
+    bench_wave_block(a->wave, a->row, a->col);
+}
+
+static void *alloc_array(size_t count, size_t size) {
+    void *p = calloc(count ? count : 1, size);
+    if (p == NULL) bench_fail("out of memory for the graph");
+    return p;
+}
+
+/* Row by row; two rows of handles: block (r, c)'s successors are (r, c+1),
+ * spawned next, and (r+1, c), spawned one row later. */
+static void wave_spawn_all(void *p) {
+    bench_wave *wave = p;
+    uint32_t n = wave->blocks;
+    wave_block_arg *args = alloc_array((size_t)n * n, sizeof *args);
+    blz_task **above = alloc_array(n, sizeof *above), **here = alloc_array(n, sizeof *here);
+    for (uint32_t row = 0; row < n; ++row) {
+        for (uint32_t col = 0; col < n; ++col) {
+            blz_task *after[2];
+            size_t count = 0;
+            if (row > 0) after[count++] = above[col];
+            if (col > 0) after[count++] = here[col - 1];
+            wave_block_arg *arg = &args[(size_t)row * n + col];
+            *arg = (wave_block_arg){wave, row, col};
+            here[col] = spawn_after(wave_block_task, arg, after, count);
+            /* (row-1, col)'s last successor is spawned; in the last row, (row, col-1)'s too. */
+            if (row > 0) check(blz_task_detach(above[col]), "blz_task_detach");
+            if (row == n - 1 && col > 0) check(blz_task_detach(here[col - 1]), "blz_task_detach");
+        }
+        blz_task **swap = above;
+        above = here;
+        here = swap;
+    }
+    check(blz_join(above[n - 1]), "blz_join"); /* the last block: every other is its ancestor */
+    free(above);
+    free(here);
+    free(args);
+}
+
+static void wavefront(bench_wave *wave) { check(blz_call(pool, wave_spawn_all, wave), "blz_call"); }
+
+typedef struct chol_task_arg {
+    bench_chol *chol;
+    const bench_chol_task *task;
+} chol_task_arg;
+
+typedef struct chol_run {
+    bench_chol *chol;
+    const bench_chol_graph *graph;
+} chol_run;
+
+static void chol_task(void *p) {
+    const chol_task_arg *a = p;
+    bench_chol_run(a->chol, a->task);
+}
+
+/* In the graph's (sequential) order; a task's handle is detached once its
+ * last successor, the highest-numbered, is spawned; the sinks are joined. */
+static void chol_spawn_all(void *p) {
+    const chol_run *run = p;
+    const bench_chol_graph *g = run->graph;
+    chol_task_arg *args = alloc_array(g->num_tasks, sizeof *args);
+    blz_task **handles = alloc_array(g->num_tasks, sizeof *handles);
+    for (size_t t = 0; t < g->num_tasks; ++t) {
+        const bench_chol_task *task = &g->tasks[t];
+        blz_task *after[BENCH_CHOL_MAX_PREDECESSORS];
+        for (unsigned i = 0; i < task->num_predecessors; ++i) after[i] = handles[task->predecessors[i]];
+        args[t] = (chol_task_arg){run->chol, task};
+        handles[t] = spawn_after(chol_task, &args[t], after, task->num_predecessors);
+        for (unsigned i = 0; i < task->num_predecessors; ++i) {
+            uint32_t pred = task->predecessors[i];
+            if (g->successors[g->successor_start[pred] + g->num_successors[pred] - 1] == t)
+                check(blz_task_detach(handles[pred]), "blz_task_detach");
+        }
+    }
+    for (size_t t = 0; t < g->num_tasks; ++t)
+        if (g->num_successors[t] == 0) check(blz_join(handles[t]), "blz_join");
+    free(handles);
+    free(args);
+}
+
+static void cholesky(bench_chol *chol, const bench_chol_graph *graph) {
+    chol_run run = {chol, graph};
+    check(blz_call(pool, chol_spawn_all, &run), "blz_call");
+}
+
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         IMPL_NAME, 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, all_asleep,
-        read_stats, msort, matmul, bfs, spawn_wait_inside,
+        read_stats, msort, matmul, bfs, spawn_wait_inside, wavefront, cholesky,
     };
     return bench_main(argc, argv, &runtime);
 }

@@ -704,6 +704,73 @@ static void workload_bfs(const bench_runtime *rt, args *a, result *r) {
     bench_graph_free(&graph);
 }
 
+/* ---- the graph workloads (issue 30, graph_kernels.h) ---- */
+
+static void workload_wavefront(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, wavefront, "wavefront");
+    long blocks = arg_long(a, "blocks", 64), side = arg_long(a, "side", 32);
+    if (blocks < 1 || blocks > 4096 || side > 1024 || blocks * side > 8192)
+        bench_fail("wavefront: blocks must be 1..4096, side (cells per block side) 0..1024, blocks*side at most 8192");
+    bench_wave wave;
+    if (bench_wave_init(&wave, (uint32_t)blocks, (uint32_t)side) != 0) bench_fail("out of memory for the grid");
+    rt->wavefront(&wave); /* warm-up: the same graph once */
+    bench_wave_reset(&wave);
+    region g = region_begin(rt);
+    rt->wavefront(&wave);
+    region_end(g, r);
+    snprintf(r->checksum, sizeof r->checksum, "%016llx", (unsigned long long)bench_wave_checksum(&wave));
+    size_t edges = bench_wave_edges((uint32_t)blocks);
+    r->metric = r->wall * 1e3;
+    r->unit = "ms";
+    add_extra(r, "tasks", (double)blocks * (double)blocks);
+    add_extra(r, "edges", (double)edges);
+    add_extra(r, "us_per_edge", edges ? r->wall * 1e6 / (double)edges : 0.0);
+    add_extra(r, "us_per_task", r->wall * 1e6 / ((double)blocks * (double)blocks));
+    bench_wave_free(&wave);
+}
+
+/* One factorisation of an n x n matrix in tiles of `tile`; the graph is built
+ * (and the input written) outside the timed region. */
+static double time_cholesky(const bench_runtime *rt, uint32_t n, uint32_t tile, bench_chol *chol,
+                            bench_chol_graph *graph, result *r) {
+    if (bench_chol_init(chol, n, tile) != 0 || bench_chol_graph_build(graph, n / tile) != 0)
+        bench_fail("out of memory for the matrix");
+    bench_chol_fill(chol);
+    region g = region_begin(rt);
+    rt->cholesky(chol, graph);
+    if (r != NULL) region_end(g, r);
+    return bench_chol_residual(chol, 256);
+}
+
+static void workload_cholesky(const bench_runtime *rt, args *a, result *r) {
+    BENCH_NEED(rt, cholesky, "cholesky");
+    long n = arg_long(a, "n", 1024), tile = arg_long(a, "tile", 64);
+    if (tile < 1 || tile > 1024 || n < tile || n > 8192 || n % tile != 0)
+        bench_fail("cholesky: tile must be 1..1024 and n (at most 8192) a multiple of it");
+    bench_chol chol;
+    bench_chol_graph graph;
+    /* Warm-up: half the size (at least one tile), its own matrix and graph. */
+    long warm = n / 2 / tile * tile;
+    time_cholesky(rt, (uint32_t)(warm < tile ? tile : warm), (uint32_t)tile, &chol, &graph, NULL);
+    bench_chol_free(&chol);
+    bench_chol_graph_free(&graph);
+    double residual = time_cholesky(rt, (uint32_t)n, (uint32_t)tile, &chol, &graph, r);
+    /* L L^T = A to rounding (about 1e-16 n per entry, divided by n here): a
+     * task run before its inputs were final leaves errors of order 1 or NaN. */
+    if (residual <= 1e-9)
+        snprintf(r->checksum, sizeof r->checksum, "%016llx", (unsigned long long)bench_chol_checksum(&chol));
+    else
+        snprintf(r->checksum, sizeof r->checksum, "residual %.3g", residual);
+    r->metric = r->wall * 1e3;
+    r->unit = "ms";
+    add_extra(r, "tasks", (double)graph.num_tasks);
+    add_extra(r, "edges", (double)graph.num_edges);
+    add_extra(r, "residual", residual);
+    add_extra(r, "gflops", (double)n * (double)n * (double)n / 3.0 / r->wall * 1e-9);
+    bench_chol_free(&chol);
+    bench_chol_graph_free(&graph);
+}
+
 typedef struct workload {
     const char *name;
     void (*run)(const bench_runtime *, args *, result *);
@@ -714,7 +781,8 @@ static const workload workloads[] = {
     {"uts", workload_uts},       {"spawn", workload_spawn}, {"roundtrip", workload_roundtrip},
     {"wake", workload_wake},     {"idle", workload_idle},   {"storm", workload_storm},
     {"msort", workload_msort},   {"matmul", workload_matmul}, {"bfs", workload_bfs},
-    {"spawn_inside", workload_spawn_inside},
+    {"spawn_inside", workload_spawn_inside}, {"wavefront", workload_wavefront},
+    {"cholesky", workload_cholesky},
 };
 
 static void usage(const char *program) {

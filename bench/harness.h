@@ -13,6 +13,7 @@
 #ifndef BLZ_BENCH_HARNESS_H
 #define BLZ_BENCH_HARNESS_H
 
+#include "graph_kernels.h"
 #include "kernels.h"
 
 #ifdef __cplusplus
@@ -65,6 +66,15 @@ typedef struct bench_runtime {
      * workload's twin from inside: what a task that fans out costs per spawn.
      * Optional: with NULL the workload spawn_inside fails with a message. */
     void (*spawn_wait_inside)(size_t count);
+    /* The graph workloads (issue 30, graph_kernels.h), entered from the main
+     * thread; optional (NULL: the workload fails with a message). Runs
+     * bench_wave_block for every block, each after its upper and left
+     * neighbours' ended. */
+    void (*wavefront)(bench_wave *wave);
+    /* Runs bench_chol_run for every task of graph, each after its
+     * predecessors ended (the graph's edges, or dependencies the runtime
+     * derives itself with the same effect). */
+    void (*cholesky)(bench_chol *chol, const bench_chol_graph *graph);
 } bench_runtime;
 
 /* Runs the workload named by argv and prints its JSON line; the exit status

@@ -47,11 +47,19 @@ static void matmul(double *c, const double *a, const double *b, size_t n) {
     bench_mm_sequential(&job);
 }
 
+/* The graph workloads: the plain loops, with no graph. */
+static void wavefront(bench_wave *wave) { bench_wave_sequential(wave); }
+
+static void cholesky(bench_chol *chol, const bench_chol_graph *graph) {
+    (void)graph;
+    bench_chol_sequential(chol);
+}
+
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         "sequential", 1, start, stop, bench_fib, tree_sum, sum, map, bench_qs_sequential,
         bench_uts_sequential, spawn_wait, call, call, NULL, NULL, msort, matmul, bench_bfs_sequential,
-        spawn_wait,
+        spawn_wait, wavefront, cholesky,
     };
     return bench_main(argc, argv, &runtime);
 }

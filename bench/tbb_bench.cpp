@@ -5,6 +5,7 @@
 // parallel_reduce, spawns by task_group, and work sent from outside by
 // task_arena::enqueue. usage: tbb_bench WORKLOAD [threads=N] [key=value ...]
 #include <oneapi/tbb/blocked_range.h>
+#include <oneapi/tbb/flow_graph.h>
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/parallel_for.h>
 #include <oneapi/tbb/parallel_invoke.h>
@@ -14,6 +15,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 
@@ -203,12 +205,56 @@ void post(bench_fn fn, void *arg) {
     arena->enqueue([fn, arg] { fn(arg); });
 }
 
+// The graph workloads on a flow graph, as a TBB user builds a dependency
+// graph: a continue_node per block or Cholesky task, an edge per
+// dependency, a message into each node without predecessors, then
+// wait_for_all. The graph is built anew on every run (libblitz and OpenMP
+// create their tasks on every run too), inside the arena, and the building
+// is timed.
+using node = tbb::flow::continue_node<tbb::flow::continue_msg>;
+
+void wavefront(bench_wave *wave) {
+    arena->execute([wave] {
+        uint32_t n = wave->blocks;
+        tbb::flow::graph g;
+        std::deque<node> nodes;  // a deque: nodes are neither copied nor moved once made
+        for (uint32_t row = 0; row < n; ++row)
+            for (uint32_t col = 0; col < n; ++col) {
+                node &here = nodes.emplace_back(g, [wave, row, col](const tbb::flow::continue_msg &) {
+                    bench_wave_block(wave, row, col);
+                });
+                if (row > 0) tbb::flow::make_edge(nodes[static_cast<size_t>(row - 1) * n + col], here);
+                if (col > 0) tbb::flow::make_edge(nodes[static_cast<size_t>(row) * n + col - 1], here);
+            }
+        nodes.front().try_put(tbb::flow::continue_msg());
+        g.wait_for_all();
+    });
+}
+
+void cholesky(bench_chol *chol, const bench_chol_graph *graph) {
+    arena->execute([chol, graph] {
+        tbb::flow::graph g;
+        std::deque<node> nodes;
+        for (size_t t = 0; t < graph->num_tasks; ++t) {
+            const bench_chol_task *task = &graph->tasks[t];
+            node &here = nodes.emplace_back(g, [chol, task](const tbb::flow::continue_msg &) {
+                bench_chol_run(chol, task);
+            });
+            for (unsigned p = 0; p < task->num_predecessors; ++p)
+                tbb::flow::make_edge(nodes[task->predecessors[p]], here);
+        }
+        for (size_t t = 0; t < graph->num_tasks; ++t)
+            if (graph->tasks[t].num_predecessors == 0) nodes[t].try_put(tbb::flow::continue_msg());
+        g.wait_for_all();
+    });
+}
+
 }  // namespace
 
 int main(int argc, char **argv) {
     static const bench_runtime runtime = {
         "oneTBB", 0, start, stop, fib, tree_sum, sum, map, sort, uts, spawn_wait, call, post, nullptr, nullptr,
-        msort, matmul, bfs, spawn_wait,
+        msort, matmul, bfs, spawn_wait, wavefront, cholesky,
     };
     return bench_main(argc, argv, &runtime);
 }

@@ -38,12 +38,19 @@
 # bindings/rust/rayon-core), iterators, sorts, fib and a tree on 1 and 2
 # workers, alternating; writes bench/results/rayon-workloads.{json,md}.
 # About 10 min with --runs 5; runs only when named.
+#
+# NAME graph is issue 30's (bench/graph.py): a 2D wavefront (with real
+# blocks, and with empty ones for the cost per dependency edge) and a tiled
+# Cholesky on libblitz, OpenMP tasks with depend, oneTBB's flow graph,
+# Taskflow and sequential code, on 1 and 2 workers; writes
+# bench/results/graph.{json,md}. 70 s with --runs 5 (2026-11-29); runs only
+# when named.
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$1
 shift
-names=0 node=0 python=0 forkpath=0 rayon=0 report_only=0 others=() runs_args=()
+names=0 node=0 python=0 forkpath=0 rayon=0 graph=0 report_only=0 others=() runs_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) others+=("$1" "${2:-}"); runs_args+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
@@ -54,6 +61,7 @@ while [ $# -gt 0 ]; do
         python) python=1; shift ;;
         forkpath) forkpath=1; shift ;;
         rayon-workloads) rayon=1; shift ;;
+        graph) graph=1; shift ;;
         *) names=$((names + 1)); others+=("$1"); shift ;;
     esac
 done
@@ -64,7 +72,10 @@ fi
 if [ "$rayon" = 1 ]; then
     python3 "$root/bench/rayon_workloads.py" "$build_dir" "${runs_args[@]}" || status=$?
 fi
-if [ $((forkpath + rayon)) -gt 0 ] && [ $((names + node + python)) -eq 0 ]; then
+if [ "$graph" = 1 ]; then
+    python3 "$root/bench/graph.py" "$build_dir" "${runs_args[@]}" || status=$?
+fi
+if [ $((forkpath + rayon + graph)) -gt 0 ] && [ $((names + node + python)) -eq 0 ]; then
     exit "$status"
 fi
 only_bindings=$(( node + python > 0 && names == 0 ))
