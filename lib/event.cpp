@@ -45,7 +45,8 @@ blz_status Event::wait(uint64_t deadline) {
 }
 
 void Event::notify() {
-    waiters_.notify([this] { return is_set(); }, [] {}, [this] { return static_cast<blz_status>(state()); });
+    waiters_.notify([this] { return is_set(); }, [this] { BLZ_FAULT_POINT(kEventTookWaiters, this); },
+                    [this] { return static_cast<blz_status>(state()); });
 }
 
 bool Event::add_callback(WaiterList::Callback *callback, blz_status *status) {

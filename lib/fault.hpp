@@ -35,6 +35,7 @@ enum class Point {
     kTaskFinishedBeforeLateDone,  // a task with BLZ_SPAWN_DONE_AFTER_FINISH finished; its on_done has yet to run
     kEventSetBeforeNotify, // an event's set won its CAS and has yet to wake the waiters (registry: the Event)
     kEventFreed,           // an event's memory is about to be freed (registry: the Event)
+    kEventTookWaiters,     // an event's set (or destroy) took its waiter list and is about to set the latches (registry: the Event)
     kSharedLastGiveUp,     // the process pool's last give-up took it out of reach and has yet to destroy it
     kEdgeRegistered,       // a spawn registered one predecessor of its task and may register more
     kReleasingSuccessors,  // a finishing task is about to release the tasks that run after it

@@ -160,6 +160,7 @@ void on_fault_point(Point point, const void *registry) {
         case Point::kGroupTookWaiters:
         case Point::kTraceWriteHoldsBuffer:
         case Point::kEventFreed:
+        case Point::kEventTookWaiters:
         case Point::kSharedLastGiveUp:
             return;
     }

@@ -207,6 +207,7 @@ void hook(Point point, const void *registry) {
             return;
         case Point::kEventSetBeforeNotify:  // the fuzzer makes no events (tests/api_event.cpp does)
         case Point::kEventFreed:
+        case Point::kEventTookWaiters:
         case Point::kSharedLastGiveUp:  // nor uses the process pool (tests/api_shared_pool.cpp does)
         case Point::kEdgeRegistered:  // the fuzzer names no predecessors (tests/api_after.cpp does)
         case Point::kReleasingSuccessors:

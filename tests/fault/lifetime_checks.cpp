@@ -155,6 +155,7 @@ struct TimedWait {
     std::atomic<bool> installed{false};  // the waiter's latch is where the task will find it
     std::atomic<bool> expired{false};    // the waiter's deadline passed
     std::atomic<bool> returned{false};   // the waiter's call returned
+    std::atomic<const void *> event{nullptr};  // the event waited for, when it is one
 };
 TimedWait g_timed;
 
@@ -356,14 +357,17 @@ void hook(Point point, const void *registry) {
             g_watch.last_freed.store(registry);
             return;
         case Point::kWaiterInstalled:
-            if (registry == g_watch.pool.load()) g_timed.installed.store(true);
+            if (registry == g_watch.pool.load() || registry == g_timed.event.load()) g_timed.installed.store(true);
             return;
         case Point::kTimedWaitExpired:
-            if (registry == g_watch.pool.load()) g_timed.expired.store(true);
+            if (registry == g_watch.pool.load() || registry == g_timed.event.load()) g_timed.expired.store(true);
             return;
         case Point::kTaskTookLatch:
         case Point::kGroupTookWaiters:
             if (registry == g_watch.pool.load()) hold_finisher_past_deadline();
+            return;
+        case Point::kEventTookWaiters:
+            if (registry == g_timed.event.load()) hold_finisher_past_deadline();
             return;
         case Point::kTraceWriteHoldsBuffer:
             if (g_trace.pause_next.exchange(false)) hold_trace_writer();
@@ -818,6 +822,28 @@ void scenario_group_wait_for_vs_finish() {
     check(status == BLZ_OK, "blz_group_wait_for of a finished group must report it, not BLZ_ETIMEDOUT");
     check(blz_group_destroy(group) == BLZ_OK, "group destroy");
     check(blz_pool_destroy(pool) == BLZ_OK, "destroy");
+}
+
+// Issue 30: an event destroyed while its bounded waiter's deadline
+// passes. The destroy sets the event (BLZ_ECANCELED) and takes the waiter
+// list; held there past the deadline, the waiter must still wait for the
+// latch the destroy took, and report the cancellation.
+void scenario_event_destroy_vs_timed_wait() {
+    blz_event *event = nullptr;
+    check(blz_event_create(&event) == BLZ_OK, "blz_event_create");
+    g_timed.event.store(event);
+    std::thread destroyer([event] {
+        spin_until([] { return g_timed.installed.load(); });
+        check(blz_event_destroy(event) == BLZ_OK, "blz_event_destroy");
+    });
+    blz_status status = 99;
+    bounded("blz_event_wait_for", [&] {
+        status = blz_event_wait_for(event, kShortWaitNs);
+        g_timed.returned.store(true);
+    });
+    destroyer.join();
+    check(!g_watch.violation.load(), "blz_event_wait_for returned before the destroy's set");
+    check(status == BLZ_ECANCELED, "a wait on an event destroyed meanwhile reports BLZ_ECANCELED");
 }
 
 // ---------------------------------------------------------------------------
@@ -1292,6 +1318,8 @@ const std::vector<Row> &rows() {
         {"thief holds a promoted fork", scenario_thief_holds_promoted_frame, Expect::kClean, Mutant::kJoinSkipsStolenFrame},
         {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kNone},
         {"late on_done vs the join's free", scenario_late_done_vs_join, Expect::kClean, Mutant::kLateDoneReadsTask},
+        {"event destroy vs its timed-out waiter", scenario_event_destroy_vs_timed_wait, Expect::kClean, Mutant::kNone},
+        {"event destroy vs its timed-out waiter", scenario_event_destroy_vs_timed_wait, Expect::kClean, Mutant::kTimedWaitForgetsLatch},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kNone},
         {"event set vs its waiter's destroy", scenario_event_set_vs_destroy, Expect::kClean, Mutant::kEventSetUnreferenced},
         {"shared pool: acquire in last give-up", scenario_shared_acquired_during_last_give_up, Expect::kClean, Mutant::kNone},
