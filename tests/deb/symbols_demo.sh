@@ -6,7 +6,7 @@
 # real map and symbols file are never touched), each case builds the
 # architecture-dependent packages (tools/deb.sh -B: no docs) and must fail
 # in dpkg-gensymbols, which names the symbol:
-#   1. blz_task_detach removed from the version script abi/libblitz.map;
+#   1. blz_task_wait_for removed from the version script abi/libblitz.map;
 #   2. a function added to the library and to the map, with
 #      debian/libblitz0.symbols not regenerated.
 # Each case starts from the unmodified copy; deb_packages shows that the
@@ -66,8 +66,8 @@ expect_caught() {
 
 echo "deb_symbols_demo: throw-away copy of $src in $copy"
 
-change "$copy/abi/libblitz.map" '/^    blz_task_detach;$/d' '    blz_task_detach;' ''
-expect_caught "1. blz_task_detach removed from the map" '^-.*blz_task_detach@BLITZ_0\.2'
+change "$copy/abi/libblitz.map" '/^    blz_task_wait_for;$/d' '    blz_task_wait_for;' ''
+expect_caught "1. blz_task_wait_for removed from the map" '^-.*blz_task_wait_for@BLITZ_0\.2'
 
 # extern "C", as blitz.h declares the others: the map names C symbols.
 printf '\nextern "C" BLZ_API int32_t blz_deb_demo_added(void) { return 42; }\n' >> "$copy/lib/capi.cpp"
