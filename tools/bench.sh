@@ -45,12 +45,18 @@
 # Taskflow and sequential code, on 1 and 2 workers; writes
 # bench/results/graph.{json,md}. 70 s with --runs 5 (2026-11-29); runs only
 # when named.
+#
+# NAME blocking-mix is issue 28's (bench/blocking_mix.py): N blockers of
+# 100 ms beside fib(25) by join, on libblitz with and without blocking
+# sections, Rayon and oneTBB, and callgrind's instructions per join on the
+# process pool and an own pool; writes bench/results/blocking-mix.{json,md}.
+# Runs only when named.
 set -euo pipefail
 [ $# -ge 1 ] || { sed -n '2,/^set -euo/{/^#/p}' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=$1
 shift
-names=0 node=0 python=0 forkpath=0 rayon=0 graph=0 report_only=0 others=() runs_args=()
+names=0 node=0 python=0 forkpath=0 rayon=0 graph=0 blockmix=0 report_only=0 others=() runs_args=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --runs) others+=("$1" "${2:-}"); runs_args+=("$1" "${2:-}"); shift; [ $# -gt 0 ] && shift ;;
@@ -62,6 +68,7 @@ while [ $# -gt 0 ]; do
         forkpath) forkpath=1; shift ;;
         rayon-workloads) rayon=1; shift ;;
         graph) graph=1; shift ;;
+        blocking-mix) blockmix=1; shift ;;
         *) names=$((names + 1)); others+=("$1"); shift ;;
     esac
 done
@@ -75,7 +82,10 @@ fi
 if [ "$graph" = 1 ]; then
     python3 "$root/bench/graph.py" "$build_dir" "${runs_args[@]}" || status=$?
 fi
-if [ $((forkpath + rayon + graph)) -gt 0 ] && [ $((names + node + python)) -eq 0 ]; then
+if [ "$blockmix" = 1 ]; then
+    python3 "$root/bench/blocking_mix.py" "$build_dir" "${runs_args[@]}" || status=$?
+fi
+if [ $((forkpath + rayon + graph + blockmix)) -gt 0 ] && [ $((names + node + python)) -eq 0 ]; then
     exit "$status"
 fi
 only_bindings=$(( node + python > 0 && names == 0 ))

@@ -189,6 +189,41 @@ impl Bench {
         r.checksum = value.to_string();
     }
 
+    /// Issue 28's blocking mix (bench/blocking_mix.py): one task per worker
+    /// sleeps block_ms (standing for I/O; Rayon has no way to say a task
+    /// blocks), and fib(n) by join starts once they all sleep. The measured
+    /// region is the fork-join alone (blockers=0: its time without them).
+    fn blockmix(&self, args: &mut Args, r: &mut Report) {
+        let n = args.number("n", 25) as u32;
+        let block_ms = args.number("block_ms", 100);
+        let blockers = args.number("blockers", self.threads as u64) as usize;
+        if n > 40 {
+            harness::fail("blockmix: n above 40 is not this workload's fork-join of a few ms");
+        }
+        // Relaxed: the counters only pace the main thread; no data is published through them.
+        let started = Arc::new(AtomicUsize::new(0));
+        let finished = Arc::new(AtomicUsize::new(0));
+        for _ in 0..blockers {
+            let (started, finished) = (started.clone(), finished.clone());
+            self.pool.spawn(move || {
+                started.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_millis(block_ms));
+                finished.fetch_add(1, Ordering::Relaxed);
+            });
+        }
+        let give_up = wall() + 5.0;
+        while started.load(Ordering::Relaxed) < blockers && wall() < give_up {
+            sleep(0.001);
+        }
+        let value = r.measure(|| self.pool.install(|| fib(n)));
+        while finished.load(Ordering::Relaxed) < blockers {
+            sleep(0.001);
+        }
+        r.metric = r.wall * 1e3;
+        r.unit = "ms";
+        r.checksum = value.to_string();
+    }
+
     fn tree(&self, args: &mut Args, r: &mut Report) {
         let depth = args.number("depth", 10) as u32;
         let reps = args.number("reps", 1);
@@ -595,7 +630,7 @@ fn main() {
     let argv: Vec<String> = std::env::args().collect();
     let workloads = [
         "fib", "tree", "parfor", "uts", "spawn", "roundtrip", "wake", "idle", "storm", "msort", "matmul", "bfs",
-        "spawn_inside", "iter",
+        "spawn_inside", "iter", "blockmix",
     ];
     if argv.len() < 2 || !workloads.contains(&argv[1].as_str()) {
         eprintln!("usage: {} WORKLOAD [threads=N] [key=value ...]\nworkloads: {}", argv[0], workloads.join(" "));
@@ -629,6 +664,7 @@ fn main() {
         "matmul" => bench.matmul(&mut args, &mut report),
         "bfs" => bench.bfs(&mut args, &mut report),
         "iter" => bench.iter(&mut args, &mut report),
+        "blockmix" => bench.blockmix(&mut args, &mut report),
         _ => bench.storm(&mut args, &mut report),
     }
     if let Some(key) = args.unused() {
