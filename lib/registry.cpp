@@ -188,7 +188,7 @@ blz_status Registry::create(const blz_pool_config &config, Registry **out) {
     }
     Registry *registry = new (std::nothrow) Registry(num_threads, config, std::move(cpu_list));
     if (registry == nullptr) return BLZ_ENOMEM;
-    registry->max_spares_ = max_spares;
+    registry->spares_.set_max_spares(max_spares);
     registry->spare_slots_ = new (std::nothrow) SpareSlot[max_spares]();
     if (registry->spare_slots_ == nullptr || !registry->sleep_.init(num_threads, max_spares) ||
         !registry->allocate_workers()) {
@@ -221,7 +221,7 @@ bool Registry::allocate_workers() {
     // kilobyte each): a thief that reads a slot index finds a whole worker
     // whatever the slot's thread does, and a spare's start cannot fail
     // for memory.
-    const uint32_t slots = num_threads_ + max_spares_;
+    const uint32_t slots = num_threads_ + max_spares();
     void *raw = ::operator new(sizeof(Worker) * slots, std::align_val_t{alignof(Worker)}, std::nothrow);
     if (raw == nullptr) return false;
     workers_ = static_cast<Worker *>(raw);
@@ -239,7 +239,7 @@ bool Registry::allocate_workers() {
 
 void Registry::free_workers() {
     if (workers_ == nullptr) return;
-    for (uint32_t i = 0; i < num_threads_ + max_spares_; ++i) workers_[i].~Worker();
+    for (uint32_t i = 0; i < num_threads_ + max_spares(); ++i) workers_[i].~Worker();
     ::operator delete(workers_, std::align_val_t{alignof(Worker)});
     workers_ = nullptr;
 }
@@ -433,13 +433,9 @@ bool Registry::block_begin(Worker &worker) {
     cap_.leave();  // [C5]
     SpareClaim claim;
     {
-        std::lock_guard<std::mutex> lock(spare_mutex_);
-        // relaxed: changed only under the lock; the atomics serve the stats.
-        const uint32_t blocked = blocked_now_.load(std::memory_order_relaxed) + 1;
-        blocked_now_.store(blocked, std::memory_order_relaxed);
+        std::lock_guard<StdSync::mutex> lock(spare_lock());
         // [B1] Stand-ins: one spare alive per blocked thread, up to the bound.
-        const uint32_t live = live_spares_.load(std::memory_order_relaxed);
-        if (!spares_closed_ && live < blocked && live < max_spares_) claim = claim_spare_slot();
+        if (spares_.count_blocked() && !spares_closed_) claim = claim_spare_slot();
     }
     // A thread the cap held back (a parked spare among them) may run in our
     // place at once: the unparking re-checks after cap_.leave() above.
@@ -450,9 +446,8 @@ bool Registry::block_begin(Worker &worker) {
 
 void Registry::block_end(Worker &worker) {
     {
-        std::lock_guard<std::mutex> lock(spare_mutex_);
-        // relaxed: under the lock (see block_begin).
-        blocked_now_.store(blocked_now_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        std::lock_guard<StdSync::mutex> lock(spare_lock());
+        spares_.uncount_blocked();  // [B2]
     }
     // [C5] Rejoin at once, over the cap if need be; the next thread to
     // reach a job boundary while engaged > cap sits out.
@@ -461,16 +456,15 @@ void Registry::block_end(Worker &worker) {
 }
 
 Registry::SpareClaim Registry::claim_spare_slot() {
-    // Under spare_mutex_. kRetiring slots still run their thread: skipped.
-    for (uint32_t k = 0; k < max_spares_; ++k) {
+    // Under spare_lock(). kRetiring slots still run their thread: skipped.
+    for (uint32_t k = 0; k < max_spares(); ++k) {
         const SpareSlot state = spare_slots_[k];
         if (state != SpareSlot::kEmpty && state != SpareSlot::kExited) continue;
         SpareClaim claim;
         claim.index = num_threads_ + k;
         claim.join_first = state == SpareSlot::kExited && spawn_thread_ == nullptr;
         spare_slots_[k] = SpareSlot::kLive;
-        const uint32_t live = live_spares_.load(std::memory_order_relaxed) + 1;  // relaxed: under the lock
-        live_spares_.store(live, std::memory_order_relaxed);
+        spares_.add_live();
         return claim;
     }
     return {};
@@ -495,17 +489,17 @@ void Registry::start_spare(SpareClaim claim) {
                                                                        std::memory_order_relaxed)) {
     }
     const bool ok = start_spare_thread(claim.index);
-    std::lock_guard<std::mutex> lock(spare_mutex_);
+    std::lock_guard<StdSync::mutex> lock(spare_lock());
     if (!ok) {
         // No stand-in this time: the slot is free again (a block_begin
         // retries). relaxed: under the lock, as every change of the counts.
         spare_slots_[claim.index - num_threads_] = SpareSlot::kEmpty;
-        live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        spares_.remove_live();
         return;
     }
     // relaxed: statistics, changed under the lock.
     spares_started_.store(spares_started_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    const uint32_t live = live_spares_.load(std::memory_order_relaxed);
+    const uint32_t live = spares_.live();
     if (live > spares_peak_.load(std::memory_order_relaxed)) spares_peak_.store(live, std::memory_order_relaxed);
 }
 
@@ -531,18 +525,15 @@ bool Registry::start_spare_thread(uint32_t index) {
 bool Registry::retire_spare(Worker &spare, bool engaged) {
     // The mutant decides on counts read before the lock: a block_begin in
     // between counts on this spare as its stand-in, and loses it.
-    // relaxed: the mutant's read outside the lock, the race it stands for.
-    const bool stale_choice =
-        live_spares_.load(std::memory_order_relaxed) > blocked_now_.load(std::memory_order_relaxed);
+    const bool stale_choice = spares_.stale_retire_choice();
     BLZ_FAULT_POINT(kSpareRetiring, this);
     {
-        std::lock_guard<std::mutex> lock(spare_mutex_);
+        std::lock_guard<StdSync::mutex> lock(spare_lock());
         // [B3] Only a spare beyond the blocked threads retires: the others
         // stand in for them. Under the lock, which block_begin holds while
         // it counts a blocked thread and decides whether to start a spare:
         // either it counted this spare (and we stay), or it sees it gone.
-        // relaxed: under the lock.
-        bool beyond = live_spares_.load(std::memory_order_relaxed) > blocked_now_.load(std::memory_order_relaxed);
+        bool beyond = spares_.may_retire(stale_choice);
         if (BLZ_FAULT_MUTANT(kSpareRetiresOnStaleCount)) beyond = stale_choice;
         if (spares_closed_ || !beyond) return false;
         if (engaged) {
@@ -552,7 +543,7 @@ bool Registry::retire_spare(Worker &spare, bool engaged) {
             StdSync::full_fence();
             if (has_shared_jobs()) return false;
         }
-        live_spares_.store(live_spares_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+        spares_.remove_live();
         spares_retired_.store(spares_retired_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
         spare_slots_[spare.index() - num_threads_] = SpareSlot::kRetiring;
     }
@@ -564,25 +555,21 @@ bool Registry::retire_spare(Worker &spare, bool engaged) {
 
 bool Registry::spare_exited(Worker &spare) {
     BLZ_FAULT_POINT(kSpareExiting, this);
-    std::lock_guard<std::mutex> lock(spare_mutex_);
+    std::lock_guard<StdSync::mutex> lock(spare_lock());
     SpareSlot &slot = spare_slots_[spare.index() - num_threads_];
-    // relaxed, here and below: under the lock (see block_begin).
-    const uint32_t live = live_spares_.load(std::memory_order_relaxed);
     if (slot == SpareSlot::kLive) {
         // A spare ended by destroy was never kRetiring: it goes from kLive.
-        live_spares_.store(live - 1, std::memory_order_relaxed);
-    } else if (!spares_closed_ && live < blocked_now_.load(std::memory_order_relaxed) && live < max_spares_ &&
-               !BLZ_FAULT_MUTANT(kSpareExitIgnoresBlocked)) {
+        spares_.remove_live();
+    } else if (!spares_closed_ && spares_.needs_stand_in() && !BLZ_FAULT_MUTANT(kSpareExitIgnoresBlocked)) {
         // [B4] A block_begin since this spare retired found its slot still
         // kRetiring and started no stand-in (the bound was reached): this
         // thread is that stand-in. Under the lock, which block_begin holds
         // to count itself: either it saw the slot free, or we see it here.
         slot = SpareSlot::kLive;
-        live_spares_.store(live + 1, std::memory_order_relaxed);
+        const uint32_t live = spares_.add_live();
+        // relaxed: statistics, changed under the lock.
         spares_started_.store(spares_started_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-        if (live + 1 > spares_peak_.load(std::memory_order_relaxed)) {
-            spares_peak_.store(live + 1, std::memory_order_relaxed);
-        }
+        if (live > spares_peak_.load(std::memory_order_relaxed)) spares_peak_.store(live, std::memory_order_relaxed);
         spare.prepare_spare_run();
         return true;
     }
@@ -596,9 +583,9 @@ void Registry::stop_spares() {
     // lock makes it so for good, and names the threads to end.
     std::vector<uint32_t> to_join;
     {
-        std::lock_guard<std::mutex> lock(spare_mutex_);
+        std::lock_guard<StdSync::mutex> lock(spare_lock());
         spares_closed_ = true;
-        for (uint32_t k = 0; k < max_spares_; ++k) {
+        for (uint32_t k = 0; k < max_spares(); ++k) {
             if (spare_slots_[k] != SpareSlot::kEmpty) to_join.push_back(num_threads_ + k);
         }
     }
@@ -715,11 +702,11 @@ void Registry::fill_spare_stats(blz_stats &stats) const {
     // Under the lock: the counts change together (a retirement lowers
     // spares_now and raises spares_retired), and a snapshot shows both or
     // neither. Nobody calls out of the library while holding it.
-    std::lock_guard<std::mutex> lock(spare_mutex_);
+    std::lock_guard<StdSync::mutex> lock(spare_lock());
     // relaxed: under the lock.
-    stats.spares_now = live_spares_.load(std::memory_order_relaxed);
-    stats.blocked_now = blocked_now_.load(std::memory_order_relaxed);
-    stats.max_spares = max_spares_;
+    stats.spares_now = spares_.live();
+    stats.blocked_now = spares_.blocked();
+    stats.max_spares = max_spares();
     stats.spares_peak = spares_peak_.load(std::memory_order_relaxed);
     stats.spares_started = spares_started_.load(std::memory_order_relaxed);
     stats.spares_retired = spares_retired_.load(std::memory_order_relaxed);

@@ -19,6 +19,7 @@
 #include <pthread.h>
 
 #include "active_cap.hpp"
+#include "spares.hpp"
 #include "admission.hpp"
 #include "blitz.h"
 #include "injector.hpp"
@@ -119,7 +120,7 @@ public:
 
     // ---- Blocking sections and spare threads (docs/protocol.md, "Blocking sections") ----
     // Spare slots follow the workers': indices num_threads() .. + max_spares() - 1.
-    uint32_t max_spares() const { return max_spares_; }
+    uint32_t max_spares() const { return spares_.max_spares(); }
     uint32_t spare_idle_ms() const { return spare_idle_ms_; }
     bool is_spare_index(uint32_t index) const { return index >= num_threads_; }
     // The slots that ever had a thread (workers first, then spares up to
@@ -184,12 +185,13 @@ private:
     void free_memory();
     void run_user_hook(blz_thread_fn hook, uint32_t index);
     void name_thread(uint32_t index);
-    // Spares: a slot for a new one (under spare_mutex_), its thread, and destroy's end of them.
+    // Spares: a slot for a new one (under spare_lock()), its thread, and destroy's end of them.
     struct SpareClaim {
         uint32_t index = UINT32_MAX;
         bool join_first = false;  // the slot's last thread ended and was not joined
     };
     SpareClaim claim_spare_slot();
+    StdSync::mutex &spare_lock() const { return spares_.mutex(); }
     void start_spare(SpareClaim claim);
     bool start_spare_thread(uint32_t index);
     void stop_spares();
@@ -225,23 +227,21 @@ private:
     std::atomic<Latch *> adopted_returned_{nullptr};
 
     // Spares (docs/protocol.md, "Blocking sections"). The counts and slot
-    // states change only under spare_mutex_, and statistics read them under
+    // states change only under spare_lock(), and statistics read them under
     // it; the counts are atomics for the one read outside it (the mutant
     // kSpareRetiresOnStaleCount's, in retire_spare).
     enum class SpareSlot : uint8_t {
         kEmpty,     // no thread (never started, or its start failed)
-        kLive,      // a thread runs the slot: counted in live_spares_
+        kLive,      // a thread runs the slot: counted in spares_.live()
         kRetiring,  // retired, still running its on_thread_stop hook as this slot
         kExited,    // its thread touches the slot no more; a pthread still to join
     };
-    uint32_t max_spares_ = 0;
     uint32_t spare_idle_ms_ = 0;
     size_t stack_size_ = 0;
-    mutable std::mutex spare_mutex_;  // mutable: statistics (const) read the counts under it
-    SpareSlot *spare_slots_ = nullptr;  // max_spares_ entries, under spare_mutex_
-    bool spares_closed_ = false;        // destroy began to stop them: no new spare (under spare_mutex_)
-    std::atomic<uint32_t> live_spares_{0};
-    std::atomic<uint32_t> blocked_now_{0};  // threads in a blocking section that gave a slot back
+    // The counts and rules [B1]-[B4]; its mutex is the spare lock (spare_lock()).
+    SpareCounts<> spares_;
+    SpareSlot *spare_slots_ = nullptr;  // max_spares_ entries, under spare_lock()
+    bool spares_closed_ = false;        // destroy began to stop them: no new spare (under spare_lock())
     std::atomic<uint32_t> spares_peak_{0};
     std::atomic<uint64_t> spares_started_{0};
     std::atomic<uint64_t> spares_retired_{0};

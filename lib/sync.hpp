@@ -59,6 +59,7 @@ enum class Mutant {
     kJoinSkipsStolenFrame,  // join_promoted returns while a thief runs the frame (a thief reads it after its owner moved on)
     kIsolatedWakeNoFence,   // Sleep::wake_isolated reads the waiter's word without its fence (a lost isolated wake-up)
     kSpawnerHoldsNoCount,   // DependencyCount: the spawner registers predecessors without a hold of its own
+    kSpareRetiresOnStaleCount,  // SpareCounts::may_retire decides on counts read before the spare lock
 };
 
 // The runtime's policy. In the chaos build (BLZ_CHAOS, lib/chaos.hpp) the

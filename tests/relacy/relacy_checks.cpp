@@ -5,7 +5,8 @@
 // AtomicCounters, CoreLatch, Sleep, Injector, Admission, ForkStack, the
 // worker's idle loop run_until/search_until from idle_loop.hpp, the fork
 // protocol of fork_join.hpp, publication and injection from publish.hpp,
-// spawn_task's submit_admitted, and Latch::set's set_and_wake_worker) with
+// spawn_task's submit_admitted, Latch::set's set_and_wake_worker, and the
+// spare accounting SpareCounts) with
 // RelacySync, which gives them Relacy's atomics, mutexes, condition
 // variables, fences and heap. The workers around them are hosts below (a
 // check's own find_work, ForkModelHost); the code that is not a template
@@ -1277,6 +1278,73 @@ struct LatchSetAcrossPools : rl::test_suite<LatchSetAcrossPools<S>, 3> {
 };
 
 // ---------------------------------------------------------------------------
+// Spare hand-off (lib/spares.hpp, the real SpareCounts; Registry's
+// block_begin, block_end, retire_spare and spare_exited around it, restated
+// with their slots left out: max_spares is 2 and one spare is alive, so a
+// claim always finds a free slot). Thread W is a worker entering a blocking
+// section and coming back; thread S is an idle spare deciding whether to
+// retire, with the early read of the counts retire_spare makes before the
+// spare lock, and, once retired, its thread's [B4] look before it ends.
+// [B3] must hold under the lock at every step where no retired thread is
+// between its retirement and its [B4] look: after W counted itself, before
+// W leaves, and after S's decision. The mutant decides on the early read: W
+// counts itself between that read and the lock, finds the spare alive and
+// starts none, and the spare leaves W without a stand-in.
+template <class S>
+struct SpareHandOff : rl::test_suite<SpareHandOff<S>, 2> {
+    using Lock = std::lock_guard<typename S::mutex>;
+    blz::SpareCounts<S> counts{2};
+
+    void before() {
+        Lock lock(counts.mutex());
+        counts.add_live();  // the idle spare, started by an earlier section
+    }
+
+    void thread(unsigned index) {
+        if (index == 0) {
+            block_then_return();
+        } else {
+            idle_spare();
+        }
+    }
+
+    void block_then_return() {
+        {
+            Lock lock(counts.mutex());
+            if (counts.count_blocked()) counts.add_live();  // [B1] claim_spare_slot: a slot is free
+            RL_ASSERT(counts.stand_ins_cover_blocked());
+        }
+        {
+            Lock lock(counts.mutex());
+            RL_ASSERT(counts.stand_ins_cover_blocked());  // still blocked until here
+            counts.uncount_blocked();                     // [B2]
+        }
+    }
+
+    void idle_spare() {
+        const bool early = counts.stale_retire_choice();  // retire_spare's read before the lock
+        bool retired = false;
+        {
+            Lock lock(counts.mutex());
+            if (counts.may_retire(early)) {
+                counts.remove_live();
+                retired = true;
+            }
+            RL_ASSERT(counts.stand_ins_cover_blocked());  // [B3]
+        }
+        if (!retired) return;
+        Lock lock(counts.mutex());  // spare_exited: [B4] the slot back if a section needs it
+        if (counts.needs_stand_in()) counts.add_live();
+        RL_ASSERT(counts.stand_ins_cover_blocked());
+    }
+
+    void after() {
+        RL_ASSERT(counts.blocked() == 0);
+        RL_ASSERT(counts.live() <= counts.max_spares());
+    }
+};
+
+// ---------------------------------------------------------------------------
 // running and reporting
 
 enum class Search { kFull, kRandom };
@@ -1345,6 +1413,7 @@ const char *mutant_name(Mutant m) {
         case Mutant::kPopIgnoresPromoted: return "join pops a promoted frame inline";
         case Mutant::kJoinSkipsStolenFrame: return "join skips a stolen frame";
         case Mutant::kSpawnerHoldsNoCount: return "spawner takes no hold";
+        case Mutant::kSpareRetiresOnStaleCount: return "spare retires on a stale count";
     }
     return "?";
 }
@@ -1407,6 +1476,8 @@ const std::vector<Row> &rows() {
         ROW("lifetime: latch set across pools", LatchSetAcrossPools, Mutant::kNoPinOnLatchSet, Search::kRandom),
         ROW("dependency count hand-off", DependencyHandOff, Mutant::kNone, Search::kRandom),
         ROW("dependency count hand-off", DependencyHandOff, Mutant::kSpawnerHoldsNoCount, Search::kRandom),
+        ROW("spare hand-off: retire vs block", SpareHandOff, Mutant::kNone, Search::kFull),
+        ROW("spare hand-off: retire vs block", SpareHandOff, Mutant::kSpareRetiresOnStaleCount, Search::kFull),
     };
     return all;
 }

@@ -22,6 +22,7 @@
 #include "injector.hpp"
 #include "publish.hpp"
 #include "sleep.hpp"
+#include "spares.hpp"
 
 #include <relacy/relacy.hpp>
 
