@@ -217,9 +217,25 @@ void check_counters(const char *variant, uint32_t workers, const blz_stats &befo
 }
 
 // The idle pool stays asleep: no worker wakes without a reason.
+//
+// sleeping_now counts phases, and a worker woken just before (its waker
+// already done) shows kSleeping until it gets the CPU back; only then does
+// it count its wake-up, search and sleep again. So the quiet window starts
+// once two snapshots 50 ms apart agree (a TSan run under load once saw
+// such a late-running woken worker count 1 wake-up and 1 sleep inside the
+// window, after all 8 workers showed asleep).
 void check_silent_when_idle(blz_pool *pool, uint32_t workers) {
     REQUIRE(blz_test::wait_until_asleep(pool, kAsleepLimit));
     blz_stats first = blz_test::stats_of(pool);
+    const auto settle_until = Clock::now() + std::chrono::seconds(5);
+    for (;;) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const blz_stats next = blz_test::stats_of(pool);
+        const bool settled = next.wakeups == first.wakeups && next.sleeps == first.sleeps &&
+                             next.sleeping_now == workers;
+        first = next;
+        if (settled || Clock::now() > settle_until) break;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     blz_stats second = blz_test::stats_of(pool);
     INFO(workers << " workers, idle for 200 ms");
