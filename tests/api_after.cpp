@@ -35,27 +35,9 @@ using blz_test::tally_done;
 using blz_test::tally_fn;
 using blz_test::tally_options;
 using blz_test::Watchdog;
+using blz_test::Event;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-class Event {
-public:
-    Event() { REQUIRE(blz_event_create(&event_) == BLZ_OK); }
-    ~Event() {
-        if (event_ != nullptr) blz_event_destroy(event_);
-    }
-    Event(const Event &) = delete;
-    Event &operator=(const Event &) = delete;
-    operator blz_event *() const { return event_; }
-    blz_event *const *address() const { return &event_; }
-    void destroy() {
-        REQUIRE(blz_event_destroy(event_) == BLZ_OK);
-        event_ = nullptr;
-    }
-
-private:
-    blz_event *event_ = nullptr;
-};
 
 class Group {
 public:

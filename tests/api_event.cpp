@@ -21,29 +21,10 @@ using blz_test::HeldWorker;
 using blz_test::kForever;
 using blz_test::Pool;
 using blz_test::Watchdog;
+using blz_test::Event;
 using blz_test::stats_of;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-
-// An event made and destroyed by the test case.
-class Event {
-public:
-    Event() { REQUIRE(blz_event_create(&event_) == BLZ_OK); }
-    ~Event() {
-        if (event_ != nullptr) blz_event_destroy(event_);
-    }
-    Event(const Event &) = delete;
-    Event &operator=(const Event &) = delete;
-    operator blz_event *() const { return event_; }
-    // Destroys it now (the destructor then does nothing).
-    void destroy() {
-        REQUIRE(blz_event_destroy(event_) == BLZ_OK);
-        event_ = nullptr;
-    }
-
-private:
-    blz_event *event_ = nullptr;
-};
 
 // A task that waits for an event without a bound and records the status.
 struct Waiting {

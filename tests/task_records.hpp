@@ -200,4 +200,26 @@ inline const char *name_of(Waiter w) {
     return "?";
 }
 
+// An event made and destroyed by the test case.
+class Event {
+public:
+    Event() { REQUIRE(blz_event_create(&event_) == BLZ_OK); }
+    ~Event() {
+        if (event_ != nullptr) blz_event_destroy(event_);
+    }
+    Event(const Event &) = delete;
+    Event &operator=(const Event &) = delete;
+    operator blz_event *() const { return event_; }
+    // For a blz_spawn_options list of one (after_events).
+    blz_event *const *address() const { return &event_; }
+    // Destroys it now (the destructor then does nothing).
+    void destroy() {
+        REQUIRE(blz_event_destroy(event_) == BLZ_OK);
+        event_ = nullptr;
+    }
+
+private:
+    blz_event *event_ = nullptr;
+};
+
 }  // namespace blz_test
