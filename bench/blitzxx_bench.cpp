@@ -8,28 +8,14 @@
 // the workloads here: fib, tree, parfor (sum and map by
 // pool.parallel_for), and the application workloads msort and bfs; the
 // others fail with a message.
-#include <blitz.hpp>
-
 #include <cstdint>
-#include <memory>
 #include <vector>
 
-#include "harness.h"
+#include "blitzxx_pool.hpp"
 
 namespace {
 
-std::unique_ptr<blz::pool> pool;
-
-int start(unsigned threads) {
-    try {
-        pool = std::make_unique<blz::pool>(threads);
-        return 0;
-    } catch (const blz::error &) {
-        return -1;
-    }
-}
-
-void stop() { pool.reset(); }
+using bench_pool::pool;
 
 uint64_t fib_rec(blz::pool &p, unsigned n) {
     if (n < 2) return n;
@@ -136,33 +122,15 @@ void bfs(bench_bfs *search) {
     });
 }
 
-int read_stats(bench_pool_stats *out) {
-    const blz_stats s = pool->stats();
-    out->jobs_executed = s.jobs_executed;
-    out->jobs_injected = s.jobs_injected;
-    out->steals = s.steals;
-    out->sleeps = s.sleeps;
-    out->wakeups = s.wakeups;
-    out->spurious_wakeups = s.spurious_wakeups;
-    out->sleep_aborts = s.sleep_aborts;
-    out->sleeping_now = s.sleeping_now;
-    out->num_threads = s.num_threads;
-    return 0;
-}
-
 }  // namespace
 
 int main(int argc, char **argv) {
-    bench_runtime runtime{};
-    runtime.name = "libblitz C++";
-    runtime.start = start;
-    runtime.stop = stop;
+    bench_runtime runtime = bench_pool::runtime("libblitz C++");
     runtime.fib = fib;
     runtime.tree_sum = tree_sum;
     runtime.sum = sum;
     runtime.map = map;
     runtime.msort = msort;
     runtime.bfs = bfs;
-    runtime.stats = read_stats;
     return bench_main(argc, argv, &runtime);
 }

@@ -31,13 +31,12 @@ import datetime
 import json
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as harness  # noqa: E402  (bench/run.py: invoking, medians, the machine)
+from run import fmt  # noqa: E402
 
 RESULTS = os.path.join(HERE, "results")
 LOW_CPU_PER_WALL = 0.5
@@ -115,15 +114,7 @@ def summarize(table, n):
 
 
 def callgrind_instructions(program, n, pool):
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "cg.out")
-        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", program, "fibonly",
-                        "threads=1", f"fib={n}", f"pool={pool}"], capture_output=True, text=True, check=True)
-        with open(out) as f:
-            for line in f:
-                if line.startswith("summary:") or line.startswith("totals:"):
-                    return int(line.split()[1])
-    raise RuntimeError("callgrind wrote no totals")
+    return harness.callgrind_instructions([program, "fibonly", "threads=1", f"fib={n}", f"pool={pool}"])
 
 
 def pool_cost(programs):
@@ -139,10 +130,6 @@ def pool_cost(programs):
     return cost
 
 
-def fmt(value, digits=1):
-    return "-" if value is None else f"{value:.{digits}f}"
-
-
 def report(data):
     m = data["machine"]
     lines = [
@@ -154,7 +141,7 @@ def report(data):
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for row, s in data["summary"].items():
-        lines.append(f"| {row} | {fmt(s['median_ms'])} | {fmt(s['min_ms'])} | {fmt(s['max_ms'])} | "
+        lines.append(f"| {row} | {fmt(s['median_ms'], 1)} | {fmt(s['min_ms'], 1)} | {fmt(s['max_ms'], 1)} | "
                      f"{fmt(s['cpu_per_wall_median'], 2)} | {s['low_cpu_runs']} of {s['runs']} |")
     lines += ["", "CPU/wall: process CPU time over the fork-join's wall time. In a starved row it is low because "
               "the fork-join waits for the blockers; in a row without starvation a value under 0.5 is the VM "

@@ -39,6 +39,7 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as harness  # noqa: E402  (bench/run.py: invoking, checksums, medians)
+from run import fmt  # noqa: E402
 
 C, CINL, CXX, CXXF = "libblitz C", "libblitz C inline", "libblitz C++", "libblitz C++ blz::join"
 CO = "libblitz C++ coroutines"
@@ -109,12 +110,8 @@ def run_all(cases, programs, runs):
         raw.setdefault(k, {})  # a case may come back with other worker counts
         for threads in threads_list:
             impls = [i for i in ORDER if i in programs and (i != SEQ or threads == 1)]
-            raw[k][threads] = {i: [] for i in impls}
-            for round_ in range(runs):
-                shift = round_ % len(impls)
-                for impl in impls[shift:] + impls[:shift]:
-                    r = harness.invoke(programs[impl], workload, params, 1 if impl == SEQ else threads)
-                    raw[k][threads][impl].append(r)
+            raw[k][threads] = harness.interleaved(impls, runs, lambda impl: harness.invoke(
+                programs[impl], workload, params, 1 if impl == SEQ else threads))
             harness.log(f"forkpath: {k} threads={threads} done")
     return raw
 
@@ -140,10 +137,6 @@ def rust_fib(build_dir, runs):
     if out.returncode != 0 or not text.startswith("{"):
         return {"skipped": "rust-join failed: " + " ".join(out.stderr.strip().splitlines()[-2:])}
     return json.loads(text)
-
-
-def fmt(v, digits=2):
-    return "-" if v is None else f"{v:.{digits}f}"
 
 
 def ratio(a, b):
@@ -386,7 +379,7 @@ def main():
     text = report(data)
     png = chart(data, os.path.join(RESULTS, "forkpath_tree.png"))
     if png:
-        text += f"\n![tree sweep](forkpath_tree.png)\n"
+        text += "\n![tree sweep](forkpath_tree.png)\n"
     with open(os.path.join(RESULTS, "forkpath.md"), "w") as f:
         f.write(text)
     print(text)

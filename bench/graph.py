@@ -26,10 +26,12 @@ bench/results/graph.{json,md} with verdicts: libblitz against each peer
 (ahead: a lower median), and the cost per edge on the empty wavefront
 against the goal of 1 us.
 
-A program that does not implement the graph workloads (bench_runtime's
-wavefront and cholesky left NULL) is a missing column with a note, never a
-failure: "libblitz C++" (blitzxx_bench, blitz.hpp, where the coroutine
-version's graph functions go) is probed like the others.
+libblitz runs twice: through the C ABI (blitz_bench: tasks that name
+their predecessors' handles) and as C++20 coroutines (blitzco_bench: a
+coroutine per task that co_awaits its predecessors' events); each gets
+its own verdicts. A program that does not implement the graph workloads
+(bench_runtime's wavefront and cholesky left NULL) is a missing column
+with a note, never a failure.
 
 --smoke runs every available implementation once on tiny sizes, on 1 and
 2 workers, and checks that they all print the sequential checksum; nothing
@@ -45,10 +47,12 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import run as harness  # noqa: E402  (bench/run.py: invoking, medians, the machine)
+from run import fmt  # noqa: E402
 
-SEQ, BLITZ = "sequential", "libblitz"
+SEQ, BLITZ, CO = "sequential", "libblitz", "libblitz coroutines"
+MINE = [BLITZ, CO]
 # (column, program in BUILD_DIR/bench), in the table's order.
-IMPLS = [(BLITZ, "blitz_bench"), ("libblitz C++", "blitzxx_bench"), ("OpenMP", "omp_bench"),
+IMPLS = [(BLITZ, "blitz_bench"), (CO, "blitzco_bench"), ("OpenMP", "omp_bench"),
          ("oneTBB", "tbb_bench"), ("Taskflow", "taskflow_bench"), (SEQ, "seq_bench")]
 PEERS = ["OpenMP", "oneTBB", "Taskflow"]
 THREADS = (1, 2)
@@ -99,12 +103,8 @@ def run_all(rows, programs, runs):
         raw[label] = {}
         for index, threads in enumerate(THREADS):
             impls = [i for i, _ in IMPLS if i in programs and (i != SEQ or index == 0)]
-            raw[label][str(threads)] = {i: [] for i in impls}
-            for round_ in range(runs):
-                shift = round_ % len(impls)
-                for impl in impls[shift:] + impls[:shift]:
-                    run = harness.invoke(programs[impl], workload, params, 1 if impl == SEQ else threads)
-                    raw[label][str(threads)][impl].append(run)
+            raw[label][str(threads)] = harness.interleaved(impls, runs, lambda impl: harness.invoke(
+                programs[impl], workload, params, 1 if impl == SEQ else threads))
             harness.log(f"graph: {label} threads={threads} done")
     return raw
 
@@ -138,36 +138,34 @@ def expected_checksum(raw_row):
     return seen.pop() if len(seen) == 1 else None
 
 
-def verdicts(label, kind, summary):
-    """libblitz against each peer per worker count and, on the empty
-    wavefront, its cost per edge against the goal."""
-    out = {}
-    seq = summary.get("1", {}).get(SEQ, {}).get("median_ms")
-    for threads, row in summary.items():
-        blitz = row.get(BLITZ, {}).get("median_ms")
-        v = {}
-        for peer in PEERS + [SEQ]:
-            other = row.get(peer, {}).get("median_ms") if peer != SEQ else seq
-            if peer not in row and peer != SEQ:
-                continue
-            if blitz is None or other is None:
-                v[peer] = {"ratio": None, "verdict": "not measured"}
-            elif peer == SEQ:
-                v[peer] = {"ratio": blitz / other, "verdict": "-"}
-            else:
-                v[peer] = {"ratio": blitz / other, "verdict": "ahead" if blitz < other else "behind"}
-        if kind == "edges":
-            per_edge = {impl: s["median_ms"] * 1e3 / s["edges"] if s["median_ms"] is not None and s["edges"] else None
-                        for impl, s in row.items()}
-            mine = per_edge.get(BLITZ)
-            v["us_per_edge"] = per_edge
-            v["edge_goal"] = ("not measured" if mine is None else "met" if mine < EDGE_GOAL_US else "NOT met")
-        out[threads] = v
-    return out
+def verdicts(kind, summary):
+    """{libblitz column: {workers: verdicts}}: each libblitz column against
+    each peer and, on the empty wavefront, its cost per edge against the goal."""
+    return {mine: {threads: versus(mine, kind, row, summary.get("1", {}).get(SEQ, {}).get("median_ms"))
+                   for threads, row in summary.items()} for mine in MINE}
 
 
-def fmt(value, digits=2):
-    return "-" if value is None else f"{value:.{digits}f}"
+def versus(mine, kind, row, seq):
+    """One libblitz column on one worker count: {peer: ratio and verdict}."""
+    blitz = row.get(mine, {}).get("median_ms")
+    v = {}
+    for peer in PEERS + [SEQ]:
+        other = row.get(peer, {}).get("median_ms") if peer != SEQ else seq
+        if peer not in row and peer != SEQ:
+            continue
+        if blitz is None or other is None:
+            v[peer] = {"ratio": None, "verdict": "not measured"}
+        elif peer == SEQ:
+            v[peer] = {"ratio": blitz / other, "verdict": "-"}
+        else:
+            v[peer] = {"ratio": blitz / other, "verdict": "ahead" if blitz < other else "behind"}
+    if kind == "edges":
+        per_edge = {impl: s["median_ms"] * 1e3 / s["edges"] if s["median_ms"] is not None and s["edges"] else None
+                    for impl, s in row.items()}
+        v["us_per_edge"] = per_edge
+        v["edge_goal"] = ("not measured" if per_edge.get(mine) is None
+                          else "met" if per_edge[mine] < EDGE_GOAL_US else "NOT met")
+    return v
 
 
 def cell(s):
@@ -191,20 +189,23 @@ def report(data):
         for threads, row in by_threads.items():
             lines.append(f"| {label} | {threads} | " + " | ".join(cell(row.get(i)) for i in impls) + " |")
     lines += ["", "## Verdicts: libblitz / peer (below 1.00: libblitz ahead)", "",
-              "| row | workers | " + " | ".join(PEERS) + " | libblitz / sequential |",
-              "|---|---|" + "---|" * (len(PEERS) + 1)]
-    for label, by_threads in data["verdicts"].items():
-        for threads, v in by_threads.items():
-            cols = [f"{fmt(v[p]['ratio'])} {v[p]['verdict']}" if p in v else "-" for p in PEERS]
-            lines.append(f"| {label} | {threads} | " + " | ".join(cols) + f" | {fmt(v.get(SEQ, {}).get('ratio'))} |")
+              "| row | workers | libblitz | " + " | ".join(PEERS) + " | / sequential |",
+              "|---|---|---|" + "---|" * (len(PEERS) + 1)]
+    for label, by_mine in data["verdicts"].items():
+        for mine, by_threads in by_mine.items():
+            for threads, v in by_threads.items():
+                cols = [f"{fmt(v[p]['ratio'])} {v[p]['verdict']}" if p in v else "-" for p in PEERS]
+                lines.append(f"| {label} | {threads} | {mine} | " + " | ".join(cols)
+                             + f" | {fmt(v.get(SEQ, {}).get('ratio'))} |")
     lines += ["", f"## Scheduling cost per dependency edge (empty wavefront time / edges; goal for libblitz < "
-              f"{EDGE_GOAL_US:g} us)", "", "| workers | " + " | ".join(impls) + " | libblitz goal |",
-              "|---|" + "---|" * (len(impls) + 1)]
-    for label, by_threads in data["verdicts"].items():
-        for threads, v in by_threads.items():
+              f"{EDGE_GOAL_US:g} us)", "", "| workers | " + " | ".join(impls) + " | "
+              + " | ".join(f"{m} goal" for m in MINE) + " |", "|---|" + "---|" * (len(impls) + len(MINE))]
+    for label, by_mine in data["verdicts"].items():
+        for threads, v in by_mine[BLITZ].items():
             if "us_per_edge" in v:
+                goals = [by_mine[m][threads]["edge_goal"] for m in MINE]
                 lines.append(f"| {threads} | " + " | ".join(fmt(v["us_per_edge"].get(i), 3) for i in impls)
-                             + f" | {v['edge_goal']} |")
+                             + " | " + " | ".join(goals) + " |")
     lines += ["", "## CPU time on 1 worker, every run counted (ms; per edge in us on the empty wavefront)", "",
               "Not a verdict: what survives a VM that delivered less than one CPU (the wall times above are then "
               "flagged). A runtime that spins while waiting is charged for it here.", "",
@@ -272,7 +273,7 @@ def main():
         "machine": machine, "runs": args.runs, "programs": sorted(programs), "notes": notes,
         "rows": {label: {"workload": w, "params": p, "kind": kind} for label, w, p, _, kind in rows},
         "summary": summary,
-        "verdicts": {label: verdicts(label, kind, summary[label]) for label, _, _, _, kind in rows},
+        "verdicts": {label: verdicts(kind, summary[label]) for label, _, _, _, kind in rows},
         "raw": raw,
     }
     os.makedirs(RESULTS, exist_ok=True)

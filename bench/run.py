@@ -36,8 +36,10 @@ import platform
 import shutil
 import statistics
 import struct
+import random
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -297,22 +299,64 @@ def invoke(program, workload, params, threads, timeout=900):
     return json.loads(lines[-1])
 
 
+def interleaved(impls, runs, run_one):
+    """{impl: [run_one(impl), ...]}: `runs` rounds that each run every
+    implementation once, the order rotated from round to round, so that a
+    machine whose speed drifts favours none of them."""
+    out = {impl: [] for impl in impls}
+    for round_ in range(runs):
+        shift = round_ % len(impls) if impls else 0
+        for impl in impls[shift:] + impls[:shift]:
+            out[impl].append(run_one(impl))
+    return out
+
+
+def fmt(value, digits=2):
+    """A figure for a report's table; "-" for one not measured."""
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
 def run_case(case, programs, runs):
     """Runs every available implementation `runs` times per thread count,
     interleaved; the sequential program runs with the first thread count."""
-    results = {str(t): {impl: [] for impl in IMPLS if impl in programs} for t in case.threads}
+    results = {}
     for index, threads in enumerate(case.threads):
         impls = [i for i in IMPLS if i in programs and (i != SEQ or index == 0)]
-        for round_ in range(runs):
-            shift = round_ % len(impls)
-            for impl in impls[shift:] + impls[:shift]:
-                r = invoke(programs[impl], case.workload, case.params, 1 if impl == SEQ else threads)
-                results[str(threads)][impl].append(r)
+        results[str(threads)] = interleaved(impls, runs, lambda impl: invoke(
+            programs[impl], case.workload, case.params, 1 if impl == SEQ else threads))
     return results
 
 
 def median(values):
     return statistics.median(values) if values else None
+
+
+def median_ratio_interval(mine, theirs, level=0.95, resamples=4000):
+    """A bootstrap interval of median(mine) / median(theirs): each side
+    resampled with replacement, the central `level` of the ratios. Seeded,
+    so a report computed again from the same runs says the same. None when
+    a side has fewer than 3 runs."""
+    if len(mine) < 3 or len(theirs) < 3:
+        return None
+    rng = random.Random(20261129)
+    ratios = sorted(statistics.median(rng.choices(mine, k=len(mine)))
+                    / statistics.median(rng.choices(theirs, k=len(theirs))) for _ in range(resamples))
+    tail = (1 - level) / 2
+    return ratios[int(tail * resamples)], ratios[min(resamples - 1, int((1 - tail) * resamples))]
+
+
+def callgrind_instructions(command):
+    """The instructions callgrind counts over the whole of `command` (every
+    thread): repeatable where wall time on a shared VM is not."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "cg.out")
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"] + command,
+                       capture_output=True, text=True, check=True)
+        with open(out) as f:
+            for line in f:
+                if line.startswith("summary:") or line.startswith("totals:"):
+                    return int(line.split()[1])
+    raise RuntimeError("callgrind wrote no totals")
 
 
 def quantile(values, q):
