@@ -130,18 +130,23 @@ def verdict(workload, row_native, row_blitz):
 
 def instruction_counts(programs, rows):
     """{label: {impl: instructions}}: each iterator row on 1 worker under
-    callgrind, whole process (the data made, the warm-up and the measured
-    pass: the same Rust code in both builds but the scheduler)."""
+    callgrind, beyond start-up: the whole process (the data made, the
+    warm-up and the measured pass: the same Rust code in both builds but
+    the scheduler) minus the same row at n=16, which is the process's
+    start-up (the dynamic loader: the bundled build links libstdc++), the
+    pool's creation and its end."""
     if shutil.which("valgrind") is None or len(programs) < 2:
         return {}
+
+    def count(path, params):
+        return harness.callgrind_instructions([path, "iter", "threads=1"] + [f"{k}={v}" for k, v in params.items()])
+
     counts = {}
     for label, workload, params in rows:
         if workload in FORK_JOIN:
             continue
         small = dict(params, n=params["n"] // INSTRUCTIONS_SCALE, passes=1)
-        command = [f"{k}={v}" for k, v in small.items()]
-        counts[label] = {impl: harness.callgrind_instructions([path, workload, "threads=1"] + command)
-                         for impl, path in programs.items()}
+        counts[label] = {impl: count(path, small) - count(path, dict(small, n=16)) for impl, path in programs.items()}
         harness.log(f"rayon-workloads: {label} counted under callgrind")
     return counts
 
@@ -168,8 +173,8 @@ def report(data):
                          f"{fmt(native['cpu_per_wall'])} | {fmt(blitz['median'])} | {fmt(blitz['cpu_per_wall'])} | "
                          f"{fmt(ratio)} | {span} | {goal} | {word} |")
     if data.get("instructions"):
-        lines += ["", f"Instructions on 1 worker (callgrind, whole process, the iterator rows at 1/"
-                  f"{INSTRUCTIONS_SCALE} of their size):", "",
+        lines += ["", f"Instructions on 1 worker (callgrind, the iterator rows at 1/{INSTRUCTIONS_SCALE} of "
+                  "their size, minus the same row at n=16: start-up, the pool's creation and end):", "",
                   "| row | Rayon | on libblitz | libblitz - Rayon | libblitz / Rayon |", "|---|---|---|---|---|"]
         for label, counts in data["instructions"].items():
             native, blitz = counts[NATIVE], counts[BLITZ]
