@@ -898,6 +898,7 @@ BLZ_API blz_status blz_event_set(blz_event *event, blz_status status) {
 
 BLZ_API blz_status blz_event_wait_for(blz_event *event, uint64_t timeout_ns) {
     if (event == nullptr) return BLZ_EINVAL;
+    if (timeout_ns == 0) return event_of(event)->poll();  // no wait, so no clock and no cancellation point
     return without_chaos_cancellation([&] { return event_of(event)->wait(blz::deadline_after(timeout_ns)); });
 }
 

@@ -37,6 +37,7 @@ blz_status Event::set(blz_status status) {
 }
 
 blz_status Event::wait(uint64_t deadline) {
+    if (is_set()) return static_cast<blz_status>(state());  // as poll(): nothing to wait for
     ref();
     const bool done = waiters_.wait([this] { return is_set(); }, deadline, this);
     const int32_t status = done ? state() : BLZ_ETIMEDOUT;

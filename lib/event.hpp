@@ -35,6 +35,12 @@ public:
     // The status it was set with; BLZ_ETIMEDOUT when `deadline`
     // (deadline.hpp) passed first.
     blz_status wait(uint64_t deadline);
+    // wait() with a deadline passed already (a timeout of 0): the status,
+    // or BLZ_ETIMEDOUT while unset. Takes no reference, no lock and reads
+    // no clock: its one load of `state_` touches the event exactly where
+    // wait()'s reference would, so the handle's rule (valid for the call)
+    // covers it alike. The poll co::after makes before and after it awaits.
+    blz_status poll() const { return static_cast<blz_status>(is_set() ? state() : BLZ_ETIMEDOUT); }
     // Sets it to BLZ_ECANCELED if nobody did, then gives up the handle.
     void destroy();
 
