@@ -179,9 +179,10 @@ void finish_deferred(WaiterList::Callback *edge, blz_status status) {
 // (then the task is not ours to touch any more).
 bool finish_event_set(SpawnedJob *task, Event *event, blz_status *status) {
     task->body_done = true;
-    task->finish_edge.run = &finish_deferred;
-    task->finish_edge.successor = task;
-    const bool waiting = event->add_callback(&task->finish_edge, status);
+    DependencyEdge &edge = task->finish_edge();  // no predecessor reads its edge any more (task.hpp)
+    edge.run = &finish_deferred;
+    edge.successor = task;
+    const bool waiting = event->add_callback(&edge, status);
     event->drop();  // the task's own reference (finish_task_later), kept while it registered
     return !waiting;
 }
@@ -237,8 +238,11 @@ void SpawnedJob::run_spawned(SpawnedJob *task) {
         finish(task, task->deferred_status);
         return;
     }
-    delete[] task->edges;  // every predecessor released the task: none reads its edge again
-    task->edges = nullptr;
+    // Every predecessor released the task: none reads its edge again.
+    if (task->edges != task->inline_edges) {
+        delete[] task->edges;
+        task->edges = task->inline_edges;
+    }
     blz_status status = run_task_body(task);
     // relaxed: written by fn's own frames (or a half it joined) on this thread's side of the join.
     Event *event = task->finish_event.load(std::memory_order_relaxed);
@@ -446,16 +450,16 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptio
         void *block = allocate_job_block(registry.recycler());
         if (block == nullptr) return BLZ_ENOMEM;
         const size_t predecessors = options.num_predecessors();
-        DependencyEdge *edges = nullptr;
-        if (predecessors != 0) {
-            edges = new (std::nothrow) DependencyEdge[predecessors];
-            if (edges == nullptr) {
+        DependencyEdge *heap_edges = nullptr;
+        if (predecessors > SpawnedJob::kInlineEdges) {
+            heap_edges = new (std::nothrow) DependencyEdge[predecessors];
+            if (heap_edges == nullptr) {
                 release_job_block_here(block);
                 return BLZ_ENOMEM;
             }
         }
         auto *task = new (block) SpawnedJob(registry, fn, arg, options, detached);
-        task->edges = edges;
+        if (heap_edges != nullptr) task->edges = heap_edges;
         if (options.group != nullptr) options.group->task_added();
         if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
         // The task may run and (if detached) be freed from here on. A

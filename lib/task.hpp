@@ -33,10 +33,13 @@
 // never bring it to zero, so the one release that does (the last
 // predecessor's, or the spawner's own) queues the task, exactly once
 // (docs/model/blitz.pml). Each predecessor holds one DependencyEdge of the
-// task's `edges` (the count's hand-off: dependency_count.hpp): in a task predecessor's `successors` stack, or as a
-// callback entry in an event's or a group's waiter list. The edges live
-// until the task runs (every predecessor has released it then, and reads
-// nothing of an edge after its release: `next` first).
+// task's `edges` (the count's hand-off: dependency_count.hpp): in a task
+// predecessor's `successors` stack, or as a callback entry in an event's
+// or a group's waiter list. The edges live until the task runs (every
+// predecessor has released it then, and reads nothing of an edge after
+// its release: `next` first). They are the task's own `inline_edges` for
+// up to kInlineEdges predecessors, else one heap array, freed when the
+// task runs: a spawn with few predecessors allocates nothing but its block.
 //
 // A task releases its successors when it finishes, before the exchange
 // that hands it to its joiner: it closes `successors` (kClosedList), and a
@@ -47,8 +50,11 @@
 // ACTIVE above zero (admission.hpp [A1]).
 //
 // blz_task_finish_later stores an event in `finish_event` while fn runs;
-// when fn returns, the task registers `finish_edge` on it and is queued
+// when fn returns, the task registers `finish_edge()` on it and is queued
 // again when it is set, to finish then with that status (`body_done` set).
+// finish_edge() is inline_edges[0]: the two uses never overlap, since the
+// predecessor edges are all released before fn runs (above), and the
+// finish edge is registered only after fn returned.
 //
 // `cancelled` (blz_task_cancel) is written through the handle, so only
 // while the handle is valid: the task's memory is then alive (its owner
@@ -116,7 +122,9 @@ struct SpawnedJob : QueuedJob {
     const bool isolated;  // spawned in an isolated context: runs isolated (isolation.hpp)
     bool body_done = false;            // fn has run; the next run only finishes (finish_later)
     blz_status deferred_status = BLZ_OK;  // the finish_later event's status, written before the requeue
-    DependencyEdge *edges = nullptr;   // one per predecessor; freed when the task runs
+    // One edge per predecessor: inline_edges, or a heap array for more
+    // than kInlineEdges predecessors, freed when the task runs.
+    DependencyEdge *edges = inline_edges;
     // Predecessors not complete, plus the spawner's hold during registration.
     DependencyCount<> blockers;
     // A predecessor ended in BLZ_ETASK or BLZ_ECANCELED (published by blockers' decrement).
@@ -125,7 +133,15 @@ struct SpawnedJob : QueuedJob {
     std::atomic<WaiterList::Callback *> successors{nullptr};
     // blz_task_finish_later's event (mutable: found through innermost_task).
     mutable std::atomic<Event *> finish_event{nullptr};
-    DependencyEdge finish_edge;
+    // The edges of a task with few predecessors. Three: the most a
+    // Cholesky task has (a tile update after two panels and its previous
+    // value), one more than a wavefront block's; each costs 24 bytes of
+    // every job block (job_memory.cpp).
+    static constexpr size_t kInlineEdges = 3;
+    DependencyEdge inline_edges[kInlineEdges];
+    // blz_task_finish_later's edge, once fn returned: every predecessor
+    // released its edge before fn ran, so the first inline one is free.
+    DependencyEdge &finish_edge() { return inline_edges[0]; }
     // blz_task_cancel, or the task's first failure with cancel_on_failure.
     // mutable: a failure is found through const frames (innermost_task).
     mutable std::atomic<bool> cancelled{false};
