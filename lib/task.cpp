@@ -40,10 +40,7 @@ SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const Sp
       on_done(options.on_done),
       done_arg(options.done_arg),
       fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
-      done_after_finish(options.done_after_finish),
-      cancel_on_failure(options.cancel_on_failure),
-      high_priority(options.high_priority),
-      after_any_end(options.after_any_end),
+      flags(options.flags),
       isolated(t_isolation.on),
       joiner(detached ? kDetached : nullptr) {}
 
@@ -56,7 +53,7 @@ WaiterList::Callback *const kClosedList = reinterpret_cast<WaiterList::Callback 
 // Into the pool's queues: the urgent injector for a high-priority task,
 // else the calling worker's deque or the injector (Registry::submit).
 void post(Registry &registry, SpawnedJob *task) {
-    if (task->high_priority) {
+    if (task->high_priority()) {
         registry.inject_urgent(task);
     } else {
         registry.submit(task);
@@ -193,7 +190,7 @@ bool finish_event_set(SpawnedJob *task, Event *event, blz_status *status) {
 blz_status run_task_body(SpawnedJob *task) {
     if (task->cancel_watch().requested()) return BLZ_ECANCELED;
     // relaxed: the last release's acquire and the queue made it visible.
-    if (!task->after_any_end && task->predecessor_failed.load(std::memory_order_relaxed)) return BLZ_ECANCELED;
+    if (!task->after_any_end() && task->predecessor_failed.load(std::memory_order_relaxed)) return BLZ_ECANCELED;
     TaskFrame frame{task, t_task_frames, nullptr};
     t_task_frames = &frame;
     const bool ok = run_job([task] { task->fn(task->arg); });
@@ -260,7 +257,7 @@ void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
     Registry &registry = *task->registry;
     Group *group = task->group;
     // Copied now: once kFinished is out, the joiner may free the task.
-    const blz_done_fn late_done = task->done_after_finish ? task->on_done : nullptr;
+    const blz_done_fn late_done = task->done_after_finish() ? task->on_done : nullptr;
     void *const done_arg = task->done_arg;
     if (task->on_done != nullptr && late_done == nullptr) call_on_done(registry, task, task->on_done, done_arg, status);
 
@@ -401,7 +398,7 @@ void cancel_group_on_failure() {
     const SpawnedJob *task = innermost_task();
     if (task == nullptr) return;
     // relaxed: a cancel is a request (cancel.hpp).
-    if (task->cancel_on_failure) task->cancelled.store(true, std::memory_order_relaxed);
+    if (task->cancel_on_failure()) task->cancelled.store(true, std::memory_order_relaxed);
     if (task->group != nullptr) task->group->work_failed();
 }
 

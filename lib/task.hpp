@@ -89,10 +89,9 @@ struct SpawnOptions {
     Group *group = nullptr;  // nullptr unless spawned into a group
     blz_done_fn on_done = nullptr;
     void *done_arg = nullptr;
-    bool high_priority = false;      // BLZ_SPAWN_HIGH_PRIORITY: through the urgent injector
-    bool done_after_finish = false;  // BLZ_SPAWN_DONE_AFTER_FINISH
-    bool cancel_on_failure = false;  // BLZ_SPAWN_CANCEL_ON_FAILURE
-    bool after_any_end = false;      // BLZ_SPAWN_AFTER_ANY_END
+    // BLZ_SPAWN_* bits, known ones only (checked by the caller); the task
+    // keeps the word as it is, rather than a bool per flag to pack again.
+    uint32_t flags = 0;
     // Predecessors, read during the spawn only (checked non-null by the caller).
     SpawnedJob *const *after_tasks = nullptr;
     size_t num_after_tasks = 0;
@@ -115,10 +114,7 @@ struct SpawnedJob : QueuedJob {
     void *const done_arg;
     const uint64_t fork_generation;
     blz_status status = BLZ_OK;  // written before kFinished is published
-    const bool done_after_finish;
-    const bool cancel_on_failure;
-    const bool high_priority;
-    const bool after_any_end;
+    const uint32_t flags;  // SpawnOptions::flags
     const bool isolated;  // spawned in an isolated context: runs isolated (isolation.hpp)
     bool body_done = false;            // fn has run; the next run only finishes (finish_later)
     blz_status deferred_status = BLZ_OK;  // the finish_later event's status, written before the requeue
@@ -146,6 +142,11 @@ struct SpawnedJob : QueuedJob {
     // mutable: a failure is found through const frames (innermost_task).
     mutable std::atomic<bool> cancelled{false};
     std::atomic<Latch *> joiner;
+
+    bool high_priority() const { return (flags & BLZ_SPAWN_HIGH_PRIORITY) != 0; }  // through the urgent injector
+    bool done_after_finish() const { return (flags & BLZ_SPAWN_DONE_AFTER_FINISH) != 0; }
+    bool cancel_on_failure() const { return (flags & BLZ_SPAWN_CANCEL_ON_FAILURE) != 0; }
+    bool after_any_end() const { return (flags & BLZ_SPAWN_AFTER_ANY_END) != 0; }
 
     // The flags this task's work obeys (cancel.hpp).
     CancelWatch cancel_watch() const { return {&cancelled, group != nullptr ? group_cancel_flag() : nullptr}; }
