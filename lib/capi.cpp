@@ -185,10 +185,7 @@ blz_status read_spawn_options(blz_pool *&pool, const blz_spawn_options *opts, bl
     out.group = group_of(opts->group);
     out.on_done = opts->on_done;
     out.done_arg = opts->done_arg;
-    out.high_priority = (opts->flags & BLZ_SPAWN_HIGH_PRIORITY) != 0;
-    out.done_after_finish = (opts->flags & BLZ_SPAWN_DONE_AFTER_FINISH) != 0;
-    out.cancel_on_failure = (opts->flags & BLZ_SPAWN_CANCEL_ON_FAILURE) != 0;
-    out.after_any_end = (opts->flags & BLZ_SPAWN_AFTER_ANY_END) != 0;
+    out.flags = opts->flags;  // known flags only: checked above
     return read_predecessors(opts, out);
 }
 

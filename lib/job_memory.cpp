@@ -124,9 +124,6 @@ void poison_free_block(FreeBlock *block) {
     ASAN_POISON_MEMORY_REGION(reinterpret_cast<char *>(block) + sizeof(FreeBlock), kBlockSize - sizeof(FreeBlock));
 }
 void unpoison_block(void *block) { ASAN_UNPOISON_MEMORY_REGION(block, kBlockSize); }
-#else
-void poison_free_block(FreeBlock *) {}
-void unpoison_block(void *) {}
 #endif
 
 void *allocate_job_block(JobRecycler &recycler) {

@@ -40,10 +40,7 @@ SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const Sp
       on_done(options.on_done),
       done_arg(options.done_arg),
       fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
-      done_after_finish(options.done_after_finish),
-      cancel_on_failure(options.cancel_on_failure),
-      high_priority(options.high_priority),
-      after_any_end(options.after_any_end),
+      flags(options.flags),
       isolated(t_isolation.on),
       joiner(detached ? kDetached : nullptr) {}
 
@@ -56,7 +53,7 @@ WaiterList::Callback *const kClosedList = reinterpret_cast<WaiterList::Callback 
 // Into the pool's queues: the urgent injector for a high-priority task,
 // else the calling worker's deque or the injector (Registry::submit).
 void post(Registry &registry, SpawnedJob *task) {
-    if (task->high_priority) {
+    if (task->high_priority()) {
         registry.inject_urgent(task);
     } else {
         registry.submit(task);
@@ -179,9 +176,10 @@ void finish_deferred(WaiterList::Callback *edge, blz_status status) {
 // (then the task is not ours to touch any more).
 bool finish_event_set(SpawnedJob *task, Event *event, blz_status *status) {
     task->body_done = true;
-    task->finish_edge.run = &finish_deferred;
-    task->finish_edge.successor = task;
-    const bool waiting = event->add_callback(&task->finish_edge, status);
+    DependencyEdge &edge = task->finish_edge();  // no predecessor reads its edge any more (task.hpp)
+    edge.run = &finish_deferred;
+    edge.successor = task;
+    const bool waiting = event->add_callback(&edge, status);
     event->drop();  // the task's own reference (finish_task_later), kept while it registered
     return !waiting;
 }
@@ -192,7 +190,7 @@ bool finish_event_set(SpawnedJob *task, Event *event, blz_status *status) {
 blz_status run_task_body(SpawnedJob *task) {
     if (task->cancel_watch().requested()) return BLZ_ECANCELED;
     // relaxed: the last release's acquire and the queue made it visible.
-    if (!task->after_any_end && task->predecessor_failed.load(std::memory_order_relaxed)) return BLZ_ECANCELED;
+    if (!task->after_any_end() && task->predecessor_failed.load(std::memory_order_relaxed)) return BLZ_ECANCELED;
     TaskFrame frame{task, t_task_frames, nullptr};
     t_task_frames = &frame;
     const bool ok = run_job([task] { task->fn(task->arg); });
@@ -237,8 +235,11 @@ void SpawnedJob::run_spawned(SpawnedJob *task) {
         finish(task, task->deferred_status);
         return;
     }
-    delete[] task->edges;  // every predecessor released the task: none reads its edge again
-    task->edges = nullptr;
+    // Every predecessor released the task: none reads its edge again.
+    if (task->edges != task->inline_edges) {
+        delete[] task->edges;
+        task->edges = task->inline_edges;
+    }
     blz_status status = run_task_body(task);
     // relaxed: written by fn's own frames (or a half it joined) on this thread's side of the join.
     Event *event = task->finish_event.load(std::memory_order_relaxed);
@@ -256,7 +257,7 @@ void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
     Registry &registry = *task->registry;
     Group *group = task->group;
     // Copied now: once kFinished is out, the joiner may free the task.
-    const blz_done_fn late_done = task->done_after_finish ? task->on_done : nullptr;
+    const blz_done_fn late_done = task->done_after_finish() ? task->on_done : nullptr;
     void *const done_arg = task->done_arg;
     if (task->on_done != nullptr && late_done == nullptr) call_on_done(registry, task, task->on_done, done_arg, status);
 
@@ -397,7 +398,7 @@ void cancel_group_on_failure() {
     const SpawnedJob *task = innermost_task();
     if (task == nullptr) return;
     // relaxed: a cancel is a request (cancel.hpp).
-    if (task->cancel_on_failure) task->cancelled.store(true, std::memory_order_relaxed);
+    if (task->cancel_on_failure()) task->cancelled.store(true, std::memory_order_relaxed);
     if (task->group != nullptr) task->group->work_failed();
 }
 
@@ -446,16 +447,16 @@ blz_status spawn_task(Registry &registry, blz_fn fn, void *arg, const SpawnOptio
         void *block = allocate_job_block(registry.recycler());
         if (block == nullptr) return BLZ_ENOMEM;
         const size_t predecessors = options.num_predecessors();
-        DependencyEdge *edges = nullptr;
-        if (predecessors != 0) {
-            edges = new (std::nothrow) DependencyEdge[predecessors];
-            if (edges == nullptr) {
+        DependencyEdge *heap_edges = nullptr;
+        if (predecessors > SpawnedJob::kInlineEdges) {
+            heap_edges = new (std::nothrow) DependencyEdge[predecessors];
+            if (heap_edges == nullptr) {
                 release_job_block_here(block);
                 return BLZ_ENOMEM;
             }
         }
         auto *task = new (block) SpawnedJob(registry, fn, arg, options, detached);
-        task->edges = edges;
+        if (heap_edges != nullptr) task->edges = heap_edges;
         if (options.group != nullptr) options.group->task_added();
         if (!detached) *out_task = reinterpret_cast<blz_task *>(task);
         // The task may run and (if detached) be freed from here on. A

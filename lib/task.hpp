@@ -33,10 +33,13 @@
 // never bring it to zero, so the one release that does (the last
 // predecessor's, or the spawner's own) queues the task, exactly once
 // (docs/model/blitz.pml). Each predecessor holds one DependencyEdge of the
-// task's `edges` (the count's hand-off: dependency_count.hpp): in a task predecessor's `successors` stack, or as a
-// callback entry in an event's or a group's waiter list. The edges live
-// until the task runs (every predecessor has released it then, and reads
-// nothing of an edge after its release: `next` first).
+// task's `edges` (the count's hand-off: dependency_count.hpp): in a task
+// predecessor's `successors` stack, or as a callback entry in an event's
+// or a group's waiter list. The edges live until the task runs (every
+// predecessor has released it then, and reads nothing of an edge after
+// its release: `next` first). They are the task's own `inline_edges` for
+// up to kInlineEdges predecessors, else one heap array, freed when the
+// task runs: a spawn with few predecessors allocates nothing but its block.
 //
 // A task releases its successors when it finishes, before the exchange
 // that hands it to its joiner: it closes `successors` (kClosedList), and a
@@ -47,8 +50,11 @@
 // ACTIVE above zero (admission.hpp [A1]).
 //
 // blz_task_finish_later stores an event in `finish_event` while fn runs;
-// when fn returns, the task registers `finish_edge` on it and is queued
+// when fn returns, the task registers `finish_edge()` on it and is queued
 // again when it is set, to finish then with that status (`body_done` set).
+// finish_edge() is inline_edges[0]: the two uses never overlap, since the
+// predecessor edges are all released before fn runs (above), and the
+// finish edge is registered only after fn returned.
 //
 // `cancelled` (blz_task_cancel) is written through the handle, so only
 // while the handle is valid: the task's memory is then alive (its owner
@@ -83,10 +89,9 @@ struct SpawnOptions {
     Group *group = nullptr;  // nullptr unless spawned into a group
     blz_done_fn on_done = nullptr;
     void *done_arg = nullptr;
-    bool high_priority = false;      // BLZ_SPAWN_HIGH_PRIORITY: through the urgent injector
-    bool done_after_finish = false;  // BLZ_SPAWN_DONE_AFTER_FINISH
-    bool cancel_on_failure = false;  // BLZ_SPAWN_CANCEL_ON_FAILURE
-    bool after_any_end = false;      // BLZ_SPAWN_AFTER_ANY_END
+    // BLZ_SPAWN_* bits, known ones only (checked by the caller); the task
+    // keeps the word as it is, rather than a bool per flag to pack again.
+    uint32_t flags = 0;
     // Predecessors, read during the spawn only (checked non-null by the caller).
     SpawnedJob *const *after_tasks = nullptr;
     size_t num_after_tasks = 0;
@@ -109,14 +114,13 @@ struct SpawnedJob : QueuedJob {
     void *const done_arg;
     const uint64_t fork_generation;
     blz_status status = BLZ_OK;  // written before kFinished is published
-    const bool done_after_finish;
-    const bool cancel_on_failure;
-    const bool high_priority;
-    const bool after_any_end;
+    const uint32_t flags;  // SpawnOptions::flags
     const bool isolated;  // spawned in an isolated context: runs isolated (isolation.hpp)
     bool body_done = false;            // fn has run; the next run only finishes (finish_later)
     blz_status deferred_status = BLZ_OK;  // the finish_later event's status, written before the requeue
-    DependencyEdge *edges = nullptr;   // one per predecessor; freed when the task runs
+    // One edge per predecessor: inline_edges, or a heap array for more
+    // than kInlineEdges predecessors, freed when the task runs.
+    DependencyEdge *edges = inline_edges;
     // Predecessors not complete, plus the spawner's hold during registration.
     DependencyCount<> blockers;
     // A predecessor ended in BLZ_ETASK or BLZ_ECANCELED (published by blockers' decrement).
@@ -125,11 +129,24 @@ struct SpawnedJob : QueuedJob {
     std::atomic<WaiterList::Callback *> successors{nullptr};
     // blz_task_finish_later's event (mutable: found through innermost_task).
     mutable std::atomic<Event *> finish_event{nullptr};
-    DependencyEdge finish_edge;
+    // The edges of a task with few predecessors. Three: the most a
+    // Cholesky task has (a tile update after two panels and its previous
+    // value), one more than a wavefront block's; each costs 24 bytes of
+    // every job block (job_memory.cpp).
+    static constexpr size_t kInlineEdges = 3;
+    DependencyEdge inline_edges[kInlineEdges];
+    // blz_task_finish_later's edge, once fn returned: every predecessor
+    // released its edge before fn ran, so the first inline one is free.
+    DependencyEdge &finish_edge() { return inline_edges[0]; }
     // blz_task_cancel, or the task's first failure with cancel_on_failure.
     // mutable: a failure is found through const frames (innermost_task).
     mutable std::atomic<bool> cancelled{false};
     std::atomic<Latch *> joiner;
+
+    bool high_priority() const { return (flags & BLZ_SPAWN_HIGH_PRIORITY) != 0; }  // through the urgent injector
+    bool done_after_finish() const { return (flags & BLZ_SPAWN_DONE_AFTER_FINISH) != 0; }
+    bool cancel_on_failure() const { return (flags & BLZ_SPAWN_CANCEL_ON_FAILURE) != 0; }
+    bool after_any_end() const { return (flags & BLZ_SPAWN_AFTER_ANY_END) != 0; }
 
     // The flags this task's work obeys (cancel.hpp).
     CancelWatch cancel_watch() const { return {&cancelled, group != nullptr ? group_cancel_flag() : nullptr}; }

@@ -391,6 +391,89 @@ TEST_CASE("10^5 successors of one task, and one task after 10^5", "[api][after]"
     for (blz_task *task : tasks) REQUIRE(blz_join(task) == BLZ_OK);
 }
 
+// A task after 3 predecessors (the most whose edges live in the task
+// itself, task.hpp kInlineEdges) and after 4 (the fewest that need an
+// array): each predecessor but the last is a task waiting for its own
+// event, the last an event; the successor must not run before the last
+// of them completes, must see every task's write, and then finishes
+// later, through the edge it shares with its predecessors' first.
+namespace {
+struct FanIn {
+    static constexpr size_t kMax = 4;
+    bool written[kMax] = {};  // plain: the dependencies alone order them before the read
+    bool all_seen = false;
+    size_t tasks = 0;
+    Later later;
+};
+struct FanInSlot {
+    FanIn *fan_in;
+    size_t index;
+};
+void write_slot(void *arg) {
+    auto *slot = static_cast<FanInSlot *>(arg);
+    slot->fan_in->written[slot->index] = true;
+}
+void read_slots_then_finish_later(void *arg) {
+    auto *f = static_cast<FanIn *>(arg);
+    f->all_seen = true;
+    for (size_t i = 0; i < f->tasks; ++i) f->all_seen = f->all_seen && f->written[i];
+    later_fn(&f->later);
+}
+}  // namespace
+
+TEST_CASE("a task after 3 and after 4 predecessors runs after every one of them", "[api][after]") {
+    Watchdog watchdog("a task after 3 and after 4", seconds(60));
+    blz_test::Pool pool(2);
+    const size_t predecessors = GENERATE(3, 4);
+    INFO("predecessors " << predecessors);
+    FanIn f;
+    f.tasks = predecessors - 1;
+    Event events[FanIn::kMax];
+    FanInSlot slots[FanIn::kMax];
+    blz_task *tasks[FanIn::kMax] = {};
+    for (size_t i = 0; i < f.tasks; ++i) {
+        slots[i] = {&f, i};
+        blz_spawn_options opts;
+        blz_spawn_options_init(&opts);
+        opts.after_events = events[i].address();
+        opts.num_after_events = 1;
+        REQUIRE(blz_spawn_ex(pool, write_slot, &slots[i], &opts, &tasks[i]) == BLZ_OK);
+    }
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.after_tasks = tasks;
+    opts.num_after_tasks = f.tasks;
+    opts.after_events = events[f.tasks].address();
+    opts.num_after_events = 1;
+    blz_task *successor = nullptr;
+    REQUIRE(blz_spawn_ex(pool, read_slots_then_finish_later, &f, &opts, &successor) == BLZ_OK);
+    // And a task after the successor: it waits for the successor's finish.
+    Handoff h;
+    blz_spawn_options then;
+    blz_spawn_options_init(&then);
+    then.after_tasks = &successor;
+    then.num_after_tasks = 1;
+    blz_task *last = nullptr;
+    REQUIRE(blz_spawn_ex(pool, read_value, &h, &then, &last) == BLZ_OK);
+    for (size_t i = 0; i < f.tasks; ++i) {
+        REQUIRE(blz_event_set(events[i], BLZ_OK) == BLZ_OK);
+        REQUIRE(blz_join(tasks[i]) == BLZ_OK);
+        CHECK(unfinished(successor));  // the last event is not set
+    }
+    h.written = 42;  // before the successor may run: the last task reads it
+    REQUIRE(blz_event_set(events[f.tasks], BLZ_OK) == BLZ_OK);
+    REQUIRE(blz_test::eventually([&] { return f.later.event.load() != nullptr; }));
+    CHECK(f.all_seen);
+    CHECK(f.later.first.load() == BLZ_OK);
+    CHECK(unfinished(successor));  // until its finish_later event is set
+    CHECK(unfinished(last));
+    REQUIRE(blz_event_set(f.later.event.load(), BLZ_OK) == BLZ_OK);
+    blz_event_destroy(f.later.event.load());
+    CHECK(blz_join(successor) == BLZ_OK);
+    CHECK(blz_join(last) == BLZ_OK);
+    CHECK(h.seen == 42);
+}
+
 TEST_CASE("blz_task_finish_later: the task finishes when its event is set", "[api][after][finish_later]") {
     Watchdog watchdog("finish_later", seconds(60));
     blz_test::Pool pool(2);
