@@ -364,24 +364,44 @@ static int all_asleep(void) {
 
 /* ---- the graph workloads: tasks that name their predecessors ----
  *
- * As OpenMP's single thread creates its tasks inside the team, one job
- * entered by blz_call spawns every task with blz_spawn_ex, naming the
- * handles of the tasks it runs after (opts.after_tasks): a task is queued
- * only when its last predecessor ended, and nothing waits on a worker.
+ * One job entered by blz_call builds the graph, then starts it: it
+ * spawns every task with blz_spawn_ex, naming the handles of the tasks it
+ * runs after (opts.after_tasks), and the tasks without predecessors after
+ * a `start` event, which it sets once the last task is spawned (as a flow
+ * graph is built, then given its first message). A task is queued only
+ * when its last predecessor ended, and nothing waits on a worker. Without
+ * the start event the graph runs while it is built, and on 2 workers the
+ * builder and the worker that runs the tasks then pass every task's
+ * memory back and forth (bench/findings.md, issue 30).
  * A handle is kept until its last successor has been spawned (the spawn
  * reads the predecessors' handles during the call only), then detached;
  * the tasks without successors are joined, which the job does on its
  * worker, running other tasks meanwhile. Every task is an ancestor of a
  * joined one, so when the joins return every task has ended. */
 
-static blz_task *spawn_after(blz_fn fn, void *arg, blz_task *const *after, size_t num_after) {
+static blz_task *spawn_after(blz_fn fn, void *arg, blz_task *const *after, size_t num_after, blz_event *start) {
     blz_spawn_options opts;
     blz_spawn_options_init(&opts);
     opts.after_tasks = after;
     opts.num_after_tasks = num_after;
+    if (num_after == 0) {
+        opts.after_events = &start;
+        opts.num_after_events = 1;
+    }
     blz_task *task;
     check(blz_spawn_ex(pool, fn, arg, &opts, &task), "blz_spawn_ex");
     return task;
+}
+
+static blz_event *new_event(void) {
+    blz_event *event;
+    check(blz_event_create(&event), "blz_event_create");
+    return event;
+}
+
+static void start_graph(blz_event *start) {
+    check(blz_event_set(start, BLZ_OK), "blz_event_set");
+    check(blz_event_destroy(start), "blz_event_destroy");
 }
 
 typedef struct wave_block_arg {
@@ -407,6 +427,7 @@ static void wave_spawn_all(void *p) {
     uint32_t n = wave->blocks;
     wave_block_arg *args = alloc_array((size_t)n * n, sizeof *args);
     blz_task **above = alloc_array(n, sizeof *above), **here = alloc_array(n, sizeof *here);
+    blz_event *start = new_event();
     for (uint32_t row = 0; row < n; ++row) {
         for (uint32_t col = 0; col < n; ++col) {
             blz_task *after[2];
@@ -415,7 +436,7 @@ static void wave_spawn_all(void *p) {
             if (col > 0) after[count++] = here[col - 1];
             wave_block_arg *arg = &args[(size_t)row * n + col];
             *arg = (wave_block_arg){wave, row, col};
-            here[col] = spawn_after(wave_block_task, arg, after, count);
+            here[col] = spawn_after(wave_block_task, arg, after, count, start);
             /* (row-1, col)'s last successor is spawned; in the last row, (row, col-1)'s too. */
             if (row > 0) check(blz_task_detach(above[col]), "blz_task_detach");
             if (row == n - 1 && col > 0) check(blz_task_detach(here[col - 1]), "blz_task_detach");
@@ -424,6 +445,7 @@ static void wave_spawn_all(void *p) {
         above = here;
         here = swap;
     }
+    start_graph(start);
     check(blz_join(above[n - 1]), "blz_join"); /* the last block: every other is its ancestor */
     free(above);
     free(here);
@@ -454,18 +476,20 @@ static void chol_spawn_all(void *p) {
     const bench_chol_graph *g = run->graph;
     chol_task_arg *args = alloc_array(g->num_tasks, sizeof *args);
     blz_task **handles = alloc_array(g->num_tasks, sizeof *handles);
+    blz_event *start = new_event();
     for (size_t t = 0; t < g->num_tasks; ++t) {
         const bench_chol_task *task = &g->tasks[t];
         blz_task *after[BENCH_CHOL_MAX_PREDECESSORS];
         for (unsigned i = 0; i < task->num_predecessors; ++i) after[i] = handles[task->predecessors[i]];
         args[t] = (chol_task_arg){run->chol, task};
-        handles[t] = spawn_after(chol_task, &args[t], after, task->num_predecessors);
+        handles[t] = spawn_after(chol_task, &args[t], after, task->num_predecessors, start);
         for (unsigned i = 0; i < task->num_predecessors; ++i) {
             uint32_t pred = task->predecessors[i];
             if (g->successors[g->successor_start[pred] + g->num_successors[pred] - 1] == t)
                 check(blz_task_detach(handles[pred]), "blz_task_detach");
         }
     }
+    start_graph(start);
     for (size_t t = 0; t < g->num_tasks; ++t)
         if (g->num_successors[t] == 0) check(blz_join(handles[t]), "blz_join");
     free(handles);
