@@ -697,7 +697,10 @@ BLZ_API blz_status blz_spawn(blz_pool *pool, blz_fn fn, void *arg, blz_task **ou
  *         BLZ_EDEADLK if called from inside the task itself, including from
  *         work the task is waiting for on another thread (a stolen
  *         blz_fork_join half, a blz_call) and from its on_done; nothing changes;
- *         BLZ_EFORK in a child forked before the task ran (the handle is freed).
+ *         BLZ_EFORK in a child forked before the task ran (the handle is
+ *         given up; the child keeps the memory of a task spawned after
+ *         predecessors or waiting to finish later, since an event set in
+ *         the child still reaches it, and frees that of any other).
  */
 BLZ_API blz_status blz_join(blz_task *task);
 

@@ -41,6 +41,7 @@ constexpr uint32_t kSpawnOptionsSizeV03 = offsetof(blz_spawn_options, num_after_
 // The flags each version knows; any other bit is refused.
 constexpr uint32_t kKnownSpawnFlags = BLZ_SPAWN_HIGH_PRIORITY | BLZ_SPAWN_DONE_AFTER_FINISH |
                                       BLZ_SPAWN_CANCEL_ON_FAILURE | BLZ_SPAWN_AFTER_ANY_END;
+static_assert((kKnownSpawnFlags & SpawnedJob::kSpawnedAfterPredecessors) == 0, "the task's own mark is no BLZ_SPAWN_ flag");
 constexpr uint32_t kKnownGroupFlags = BLZ_GROUP_CANCEL_ON_FAILURE;
 
 Registry *registry_of(blz_pool *pool) { return reinterpret_cast<Registry *>(pool); }

@@ -40,7 +40,7 @@ SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const Sp
       on_done(options.on_done),
       done_arg(options.done_arg),
       fork_generation(g_fork_generation.load(std::memory_order_relaxed)),
-      flags(options.flags),
+      flags(options.flags | (options.num_predecessors() != 0 ? kSpawnedAfterPredecessors : 0)),
       isolated(t_isolation.on),
       joiner(detached ? kDetached : nullptr) {}
 
@@ -516,7 +516,14 @@ blz_status join_task(SpawnedJob *task, uint64_t deadline) {
     Latch *seen = task->joiner.load(std::memory_order_acquire);
     if (seen != kFinished) {
         if (task->fork_generation != g_fork_generation.load(std::memory_order_relaxed)) {
-            free_task(task);  // queued or running in the parent: it never finishes here
+            // Queued or running in the parent: it never finishes here. A
+            // task spawned after predecessors, or whose fn asked to finish
+            // later, may be on an event's, group's or task's list, which a
+            // thread of this child may still complete and so release the
+            // task: it stays allocated (this child's copy of the memory)
+            // rather than freed under that list. Neither field is written
+            // in the child: the parent's workers did not come across.
+            if (!task->spawned_after_predecessors() && !task->body_done) free_task(task);
             return BLZ_EFORK;
         }
         if (seen != nullptr) return BLZ_EINVAL;  // another thread waits, or it was detached (wait_for_finish)

@@ -114,7 +114,10 @@ struct SpawnedJob : QueuedJob {
     void *const done_arg;
     const uint64_t fork_generation;
     blz_status status = BLZ_OK;  // written before kFinished is published
-    const uint32_t flags;  // SpawnOptions::flags
+    // SpawnOptions::flags, and kSpawnedAfterPredecessors.
+    const uint32_t flags;
+    // Above every BLZ_SPAWN_* flag: the task had predecessors at its spawn.
+    static constexpr uint32_t kSpawnedAfterPredecessors = uint32_t{1} << 31;
     const bool isolated;  // spawned in an isolated context: runs isolated (isolation.hpp)
     bool body_done = false;            // fn has run; the next run only finishes (finish_later)
     blz_status deferred_status = BLZ_OK;  // the finish_later event's status, written before the requeue
@@ -147,6 +150,7 @@ struct SpawnedJob : QueuedJob {
     bool done_after_finish() const { return (flags & BLZ_SPAWN_DONE_AFTER_FINISH) != 0; }
     bool cancel_on_failure() const { return (flags & BLZ_SPAWN_CANCEL_ON_FAILURE) != 0; }
     bool after_any_end() const { return (flags & BLZ_SPAWN_AFTER_ANY_END) != 0; }
+    bool spawned_after_predecessors() const { return (flags & kSpawnedAfterPredecessors) != 0; }
 
     // The flags this task's work obeys (cancel.hpp).
     CancelWatch cancel_watch() const { return {&cancelled, group != nullptr ? group_cancel_flag() : nullptr}; }

@@ -578,3 +578,47 @@ TEST_CASE("blz_pool_destroy waits for a task whose event is never set, until the
     CHECK(tally.canceled.load() == 1);
     CHECK(tally.fn_runs.load() == 0);  // later_fn is no tally_fn: neither ran one
 }
+
+// fork(): the child's join of a parent's task returns BLZ_EFORK. A task
+// that waits for an event (or whose fn asked to finish later) is on that
+// event's list, and the child may still set the event: the join must not
+// free the task under it (AddressSanitizer's build sees the set touch
+// freed memory if it does). The parent is untouched.
+TEST_CASE("fork(): a task waiting for an event is joined in the child, then the event is set there",
+          "[api][after][fork]") {
+    Watchdog watchdog("fork with tasks waiting for events", seconds(120));
+    blz_test::Pool pool(1);
+    Event predecessor;
+    Rec after_event;
+    after_event.pool = pool;
+    blz_spawn_options opts = after(after_event, nullptr, 0, predecessor.address(), 1);
+    blz_task *waiting = nullptr;
+    REQUIRE(blz_spawn_ex(pool, rec_fn, &after_event, &opts, &waiting) == BLZ_OK);
+    Later later;
+    blz_task *finishing = nullptr;
+    REQUIRE(blz_spawn_ex(pool, later_fn, &later, nullptr, &finishing) == BLZ_OK);
+    REQUIRE(blz_test::eventually([&] { return later.event.load() != nullptr; }));
+    // The worker asleep: nobody allocates while the child is forked.
+    REQUIRE(blz_test::eventually([&] { return blz_test::stats_of(pool).sleeping_now == 1; }));
+
+    const int status = blz_test::run_forked([&] {
+        int failures = 0;
+        failures += blz_join(waiting) != BLZ_EFORK;
+        failures += blz_join(finishing) != BLZ_EFORK;
+        failures += blz_event_set(predecessor, BLZ_OK) != BLZ_OK;  // releases `waiting`: queued nowhere
+        failures += blz_event_set(later.event.load(), BLZ_OK) != BLZ_OK;
+        return failures;
+    });
+    INFO("child status " << status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+
+    CHECK(unfinished(waiting));
+    REQUIRE(blz_event_set(predecessor, BLZ_OK) == BLZ_OK);
+    CHECK(blz_join(waiting) == BLZ_OK);
+    check_rec(after_event, BLZ_OK, true);
+    CHECK(unfinished(finishing));
+    REQUIRE(blz_event_set(later.event.load(), BLZ_ETASK) == BLZ_OK);
+    CHECK(blz_join(finishing) == BLZ_ETASK);
+    blz_event_destroy(later.event.load());
+}
