@@ -120,6 +120,7 @@ def summarize(threads, runs, expected):
         "problems": ([r["error"] for r in runs if "error" in r] + [f"checksum {c} != {expected}" for c in wrong])[:3],
         "flagged": len(ok) - len(good),
         "median_ms": harness.median([r["metric"] for r in good]) if not wrong else None,
+        "counted_ms": [r["metric"] for r in good],  # the runs the median is of, for the verdict's interval
         "ms_runs": [r["metric"] for r in ok],
         # CPU time of the whole process, over every run: on 1 worker it is
         # the work plus the runtime's own cost even when the VM delivered a
@@ -146,7 +147,9 @@ def verdicts(kind, summary):
 
 
 def versus(mine, kind, row, seq):
-    """One libblitz column on one worker count: {peer: ratio and verdict}."""
+    """One libblitz column on one worker count: {peer: ratio, its 95%
+    interval and verdict}. Behind by a ratio whose interval holds 1.00 is
+    a tie: this VM cannot tell the two apart on that row."""
     blitz = row.get(mine, {}).get("median_ms")
     v = {}
     for peer in PEERS + [SEQ]:
@@ -158,7 +161,10 @@ def versus(mine, kind, row, seq):
         elif peer == SEQ:
             v[peer] = {"ratio": blitz / other, "verdict": "-"}
         else:
-            v[peer] = {"ratio": blitz / other, "verdict": "ahead" if blitz < other else "behind"}
+            interval = harness.median_ratio_interval(row[mine]["counted_ms"], row[peer]["counted_ms"])
+            tie = blitz >= other and interval is not None and interval[0] <= 1.0
+            v[peer] = {"ratio": blitz / other, "interval": interval,
+                       "verdict": "ahead" if blitz < other else "tie" if tie else "behind"}
     if kind == "edges":
         per_edge = {impl: s["median_ms"] * 1e3 / s["edges"] if s["median_ms"] is not None and s["edges"] else None
                     for impl, s in row.items()}
@@ -166,6 +172,12 @@ def versus(mine, kind, row, seq):
         v["edge_goal"] = ("not measured" if per_edge.get(mine) is None
                           else "met" if per_edge[mine] < EDGE_GOAL_US else "NOT met")
     return v
+
+
+def verdict_cell(v):
+    """"0.93 ahead (0.90-0.97)": the ratio, the verdict, the interval."""
+    span = v.get("interval")
+    return f"{fmt(v['ratio'])} {v['verdict']}" + (f" ({fmt(span[0])}-{fmt(span[1])})" if span else "")
 
 
 def cell(s):
@@ -188,13 +200,14 @@ def report(data):
     for label, by_threads in data["summary"].items():
         for threads, row in by_threads.items():
             lines.append(f"| {label} | {threads} | " + " | ".join(cell(row.get(i)) for i in impls) + " |")
-    lines += ["", "## Verdicts: libblitz / peer (below 1.00: libblitz ahead)", "",
+    lines += ["", "## Verdicts: libblitz / peer (below 1.00: libblitz ahead; a bootstrap 95% interval in brackets; "
+              "behind with an interval that holds 1.00 is a tie)", "",
               "| row | workers | libblitz | " + " | ".join(PEERS) + " | / sequential |",
               "|---|---|---|" + "---|" * (len(PEERS) + 1)]
     for label, by_mine in data["verdicts"].items():
         for mine, by_threads in by_mine.items():
             for threads, v in by_threads.items():
-                cols = [f"{fmt(v[p]['ratio'])} {v[p]['verdict']}" if p in v else "-" for p in PEERS]
+                cols = [verdict_cell(v[p]) if p in v else "-" for p in PEERS]
                 lines.append(f"| {label} | {threads} | {mine} | " + " | ".join(cols)
                              + f" | {fmt(v.get(SEQ, {}).get('ratio'))} |")
     lines += ["", f"## Scheduling cost per dependency edge (empty wavefront time / edges; goal for libblitz < "
