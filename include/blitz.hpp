@@ -1815,7 +1815,10 @@ public:
     constexpr frame_cache() noexcept = default;
     frame_cache(const frame_cache &) = delete;
     frame_cache &operator=(const frame_cache &) = delete;
+    // At thread exit. A frame freed later in the exit (by another
+    // thread_local's destructor) goes to the heap: `closed_` says so.
     ~frame_cache() {
+        closed_ = true;
         for (std::size_t c = 0; c < kClasses; ++c) {
             while (node *n = free_[c]) {
                 free_[c] = n->next;
@@ -1837,7 +1840,7 @@ public:
 
     void release(void *frame, std::size_t size) noexcept {
         const std::size_t c = class_of(size);
-        if (c >= kClasses) {
+        if (c >= kClasses || closed_) {
             ::operator delete(frame);
         } else if (count_[c] == kKeep) {
             ::operator delete(frame);
@@ -1855,6 +1858,7 @@ private:
 
     node *free_[kClasses] = {};
     unsigned count_[kClasses] = {};
+    bool closed_ = false;
 };
 
 inline thread_local frame_cache t_frame_cache;
