@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "blitz_stats.h"
 #include "harness.h"
 
 /* blitz_inline_bench is this file built with BENCH_INLINE_FORK: the same
@@ -341,21 +342,7 @@ static void spawn_inside_task(void *p) { spawn_wait(*(const size_t *)p); }
 
 static void spawn_wait_inside(size_t count) { check(blz_call(pool, spawn_inside_task, &count), "blz_call"); }
 
-static int read_stats(bench_pool_stats *out) {
-    blz_stats s;
-    s.struct_size = sizeof s;
-    if (blz_pool_stats(pool, &s) != BLZ_OK) return -1;
-    out->jobs_executed = s.jobs_executed;
-    out->jobs_injected = s.jobs_injected;
-    out->steals = s.steals;
-    out->sleeps = s.sleeps;
-    out->wakeups = s.wakeups;
-    out->spurious_wakeups = s.spurious_wakeups;
-    out->sleep_aborts = s.sleep_aborts;
-    out->sleeping_now = s.sleeping_now;
-    out->num_threads = s.num_threads;
-    return 0;
-}
+static int read_stats(bench_pool_stats *out) { return bench_read_blitz_stats(pool, out); }
 
 static int all_asleep(void) {
     bench_pool_stats s;

@@ -8,7 +8,7 @@
 
 #include <memory>
 
-#include "harness.h"
+#include "blitz_stats.h"
 
 namespace bench_pool {
 
@@ -25,19 +25,7 @@ inline int start(unsigned threads) {
 
 inline void stop() { pool.reset(); }
 
-inline int read_stats(bench_pool_stats *out) {
-    const blz_stats s = pool->stats();
-    out->jobs_executed = s.jobs_executed;
-    out->jobs_injected = s.jobs_injected;
-    out->steals = s.steals;
-    out->sleeps = s.sleeps;
-    out->wakeups = s.wakeups;
-    out->spurious_wakeups = s.spurious_wakeups;
-    out->sleep_aborts = s.sleep_aborts;
-    out->sleeping_now = s.sleeping_now;
-    out->num_threads = s.num_threads;
-    return 0;
-}
+inline int read_stats(bench_pool_stats *out) { return bench_read_blitz_stats(pool->native_handle(), out); }
 
 // Fills the harness's pool entries; the caller adds its workloads.
 inline bench_runtime runtime(const char *name) {
