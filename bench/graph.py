@@ -19,9 +19,17 @@ Rows (bench/graph_kernels.h has the algorithms):
 Every implementation runs on 1 and 2 workers (the sequential program once
 per round), in rounds that rotate the order; each run is one invocation
 with a warm-up and one measured pass (bench/harness.c). A run whose CPU
-time over wall time is below `workers - 0.1` did not get its CPUs from the
-VM: it is flagged and left out of the medians (with none left, the row has
-no figure). Every run's checksum must equal the sequential program's (the
+time over wall time is below `workers - 0.1` either did not get its CPUs
+from the VM or left a worker asleep (a graph's serial build and narrow
+tail do, in a runtime that sleeps when idle): bench/cpu_probe spins as
+many threads as workers just before and just after each multi-worker
+run, and the run is counted when both probes reached `workers - 0.1`;
+otherwise it is flagged and left out of the medians (with none left, the
+row has no figure). The 1-worker runs (and the sequential program's) are
+pinned to one CPU, the faster of the VM's at the start: its vCPUs have
+differed by up to 1.8x on the Cholesky kernels for minutes at a time, and
+a process that lands on the slower one otherwise decides a verdict.
+Every run's checksum must equal the sequential program's (the
 Cholesky runs also check L L^T = A on sampled entries). Writes
 bench/results/graph.{json,md} with verdicts: libblitz against each peer
 (ahead: a lower median), and the cost per edge on the empty wavefront
@@ -58,6 +66,7 @@ IMPLS = [(BLITZ, "blitz_bench"), (CO, "blitzco_bench"), ("OpenMP", "omp_bench"),
 PEERS = ["OpenMP", "oneTBB", "Taskflow"]
 THREADS = (1, 2)
 EDGE_GOAL_US = 1.0
+PROBE_MS = 20  # long enough to see a VM that takes a CPU away, short next to a run
 RESULTS = os.path.join(HERE, "results")
 
 # (label, workload, parameters, the smoke test's parameters, what the row measures)
@@ -96,30 +105,78 @@ def implements(path, workload):
     return "does not implement" not in out.stderr
 
 
-def run_all(rows, programs, runs):
+def run_all(rows, programs, runs, probe, one_cpu):
     """{label: {threads: {impl: [run, ...]}}}; the sequential program runs
-    with the 1-worker rounds only."""
+    with the 1-worker rounds only, and a multi-worker run between two
+    probes of the CPUs the VM delivered (`probe`: bench/cpu_probe, or None).
+    The 1-worker runs are pinned to the CPU `one_cpu` (None: not pinned)."""
     raw = {}
     for label, workload, params, _, _ in rows:
         raw[label] = {}
         for index, threads in enumerate(THREADS):
             impls = [i for i, _ in IMPLS if i in programs and (i != SEQ or index == 0)]
-            raw[label][str(threads)] = harness.interleaved(impls, runs, lambda impl: harness.invoke(
-                programs[impl], workload, params, 1 if impl == SEQ else threads))
+            cpus = {one_cpu} if threads == 1 and one_cpu is not None else None
+            raw[label][str(threads)] = harness.interleaved(impls, runs, lambda impl: probed(
+                probe if threads > 1 else None, threads,
+                lambda: harness.invoke(programs[impl], workload, params, 1 if impl == SEQ else threads,
+                                       cpus=cpus)))
             harness.log(f"graph: {label} threads={threads} done")
     return raw
+
+
+def cpu_speeds(seq_program):
+    """{cpu: ms}: the sequential tile-32 Cholesky of a 512 x 512 matrix
+    pinned to each CPU this process may use (the median of 3). On this VM
+    the vCPUs have run that kernel up to 1.8 times apart, steadily for
+    minutes (a process stays on one): unpinned, a 1-worker run's time
+    depends on the CPU it landed on more than on the runtime."""
+    speeds = {}
+    for cpu in sorted(os.sched_getaffinity(0)):
+        times = [harness.invoke(seq_program, "cholesky", {"n": 512, "tile": 32}, 1, cpus={cpu}).get("metric")
+                 for _ in range(3)]
+        if None not in times:
+            speeds[cpu] = harness.median(times)
+    return speeds
+
+
+def probed(probe, threads, run_one):
+    """run_one()'s run, with "probes": the CPUs over wall time that `threads`
+    spinning threads got just before and just after it."""
+    if probe is None:
+        return run_one()
+    before = probe_cpus(probe, threads)
+    run = run_one()
+    if "error" not in run:
+        run["probes"] = [before, probe_cpus(probe, threads)]
+    return run
+
+
+def probe_cpus(probe, threads):
+    out = subprocess.run([probe, f"threads={threads}", f"ms={PROBE_MS}"], capture_output=True, text=True,
+                         timeout=60, check=True)
+    return json.loads(out.stdout)["cpu_per_wall"]
+
+
+def got_cpus(run, threads):
+    """Whether the VM gave the run its workers' CPUs: its own CPU time over
+    wall time says so, or, when the runtime's workers slept (which lowers
+    that ratio too), the probes on both sides of it do."""
+    floor = threads - harness.CPU_SHORTFALL_ALLOWED
+    return run["cpu_per_wall"] >= floor or (threads > 1 and min(run.get("probes", [0])) >= floor)
 
 
 def summarize(threads, runs, expected):
     """Medians of the runs that got their CPUs, and what went wrong."""
     ok = [r for r in runs if "error" not in r]
     wrong = [r["checksum"] for r in ok if r["checksum"] != expected]
-    good = [r for r in ok if r["cpu_per_wall"] >= threads - harness.CPU_SHORTFALL_ALLOWED]
+    good = [r for r in ok if got_cpus(r, threads)]
     counted = good or ok
     return {
         "runs": len(runs),
         "problems": ([r["error"] for r in runs if "error" in r] + [f"checksum {c} != {expected}" for c in wrong])[:3],
         "flagged": len(ok) - len(good),
+        # counted on the probes' word, below workers - 0.1 by their own ratio
+        "by_probe": sum(r["cpu_per_wall"] < threads - harness.CPU_SHORTFALL_ALLOWED for r in good),
         "median_ms": harness.median([r["metric"] for r in good]) if not wrong else None,
         "counted_ms": [r["metric"] for r in good],  # the runs the median is of, for the verdict's interval
         "ms_runs": [r["metric"] for r in ok],
@@ -185,7 +242,19 @@ def cell(s):
     if s is None:
         return "-"
     text = fmt(s["median_ms"], 3) + f" ({fmt(s['cpu_per_wall'])})"
-    return text + (f" [{s['flagged']}/{s['runs']} flagged]" if s["flagged"] else "")
+    notes = ([f"{s['flagged']}/{s['runs']} flagged"] if s["flagged"] else []) + \
+        ([f"{s['by_probe']} by the probes"] if s.get("by_probe") else [])
+    return text + (f" [{'; '.join(notes)}]" if notes else "")
+
+
+def pinning(m):
+    """The report's sentence on where the 1-worker runs ran."""
+    speeds = m.get("cpu_speeds_ms")
+    if not speeds or m.get("one_worker_cpu") is None:
+        return "The 1-worker runs were not pinned."
+    listed = ", ".join(f"CPU {c}: {fmt(ms, 1)} ms" for c, ms in speeds.items())
+    return (f"The 1-worker runs ran on CPU {m['one_worker_cpu']}, the faster at the start on the sequential "
+            f"tile-32 Cholesky of 512 x 512 ({listed}): this VM's CPUs differ in speed for minutes at a time.")
 
 
 def report(data):
@@ -193,8 +262,11 @@ def report(data):
     impls = [i for i, _ in IMPLS if i in data["programs"]]
     lines = [f"# Graph workloads (issue 30): {m.get('cpu', '?')}, {data['date']}", "",
              f"`bench/graph.py build --runs {data['runs']}`: medians in ms of the runs that got their CPUs "
-             "(CPU time / wall time, the median of the runs counted, in brackets; a run below workers - 0.1 is "
-             "flagged and left out, and a row with every run flagged has no figure). The graph is built "
+             "(CPU time / wall time, the median of the runs counted, in brackets). A run below workers - 0.1 "
+             "is counted only when the probes on both sides of it (bench/cpu_probe: as many threads as "
+             f"workers, spinning {PROBE_MS} ms) reached workers - 0.1: the VM delivered the CPUs and the "
+             "runtime's own workers slept (\"k by the probes\"); otherwise it is flagged and left out, and a "
+             "row with every run flagged has no figure. " + pinning(m) + " The graph is built "
              "inside the timed region by every runtime (tasks created, flow graph nodes and edges made). "
              f"Load average before the run: {m.get('load_before', '?')}.", "",
              "| row | workers | " + " | ".join(impls) + " |", "|---|---|" + "---|" * len(impls)]
@@ -284,7 +356,13 @@ def main():
              smoke if args.smoke else params, None, kind) for label, w, params, smoke, kind in ROWS]
     machine = harness.machine(build_dir)
     machine["load_before"] = harness.loadavg()
-    raw = run_all(rows, programs, 1 if args.smoke else args.runs)
+    probe = os.path.join(build_dir, "bench", "cpu_probe")
+    speeds = {} if args.smoke else cpu_speeds(programs[SEQ])
+    one_cpu = min(speeds, key=speeds.get) if speeds else None
+    machine["cpu_speeds_ms"] = speeds
+    machine["one_worker_cpu"] = one_cpu
+    harness.log(f"graph: tile-32 Cholesky 512 by CPU (ms): {speeds}; 1-worker runs on CPU {one_cpu}")
+    raw = run_all(rows, programs, 1 if args.smoke else args.runs, None if args.smoke else probe, one_cpu)
     summary, bad = check_runs(raw, args.smoke)
     if args.smoke:
         total = sum(len(per) for t in summary.values() for per in t.values())

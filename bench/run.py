@@ -286,11 +286,13 @@ def find_programs(build_dir, with_rayon, names=None):
     return programs, notes
 
 
-def invoke(program, workload, params, threads, timeout=900):
-    """One run; returns the parsed JSON line, or {"error": ...}."""
+def invoke(program, workload, params, threads, timeout=900, cpus=None):
+    """One run (on the CPUs in `cpus` only, if given); returns the parsed
+    JSON line, or {"error": ...}."""
     command = [program, workload, f"threads={threads}"] + [f"{k}={v}" for k, v in params.items()]
+    pin = (lambda: os.sched_setaffinity(0, cpus)) if cpus else None
     try:
-        out = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(command, capture_output=True, text=True, timeout=timeout, preexec_fn=pin)
     except subprocess.TimeoutExpired:
         return {"error": f"timed out after {timeout} s: {' '.join(command)}"}
     lines = [line for line in out.stdout.splitlines() if line.startswith("{")]

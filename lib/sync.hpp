@@ -58,7 +58,7 @@ enum class Mutant {
     kPopIgnoresPromoted,    // ForkStack::pop_pending pops a promoted frame as if pending (promotion vs the owner's return)
     kJoinSkipsStolenFrame,  // join_promoted returns while a thief runs the frame (a thief reads it after its owner moved on)
     kIsolatedWakeNoFence,   // Sleep::wake_isolated reads the waiter's word without its fence (a lost isolated wake-up)
-    kSpawnerHoldsNoCount,   // DependencyCount: the spawner registers predecessors without a hold of its own
+    kSpawnerHoldsNoCount,   // DependencyCount: the spawner counts each predecessor as it registers it, without a hold
     kSpareRetiresOnStaleCount,  // SpareCounts::may_retire decides on counts read before the spare lock
 };
 

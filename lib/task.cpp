@@ -72,8 +72,8 @@ void queue_ready(SpawnedJob *task) {
     // In a forked child the parent's tasks never run (their joins return
     // BLZ_EFORK); an event set in the child must not queue one there.
     if (registry.forked()) return;
-    if (registry.is_own(Worker::current())) {
-        post(registry, task);
+    if (Worker *worker = Worker::current(); registry.is_own(worker)) {
+        if (task->high_priority() || !worker->offer_continuation(task)) post(registry, task);
         return;
     }
     while (registry.enter(1, true) == BLZ_ENOMEM) std::this_thread::yield();
@@ -112,39 +112,41 @@ bool add_to_task(SpawnedJob *predecessor, WaiterList::Callback *edge, blz_status
     return true;
 }
 
-// Registers the edge to one predecessor. The count is raised first: the
-// predecessor may release it at once from another thread.
+// Registers the edge to one predecessor, counted already (hold(); the
+// mutant counts it here): the predecessor may release it at once from
+// another thread.
 template <class Add>
-void register_edge(SpawnedJob *task, DependencyEdge &edge, Add &&add) {
+void register_edge(SpawnedJob *task, DependencyEdge &edge, bool held, Add &&add) {
     edge.run = &run_edge;
     edge.successor = task;
-    task->blockers.add();
+    task->blockers.count_one(held);
     blz_status status = BLZ_OK;
     if (!add(&edge, &status)) release_dependency(task, status);  // complete already
     BLZ_FAULT_POINT(kEdgeRegistered, task->registry);
 }
 
-// Registers every predecessor under the spawner's hold, then drops it:
-// the task is queued here if they all completed, else by the last one.
+// Counts every predecessor and the spawner's hold at once, registers each
+// predecessor, then drops the hold: the task is queued here if they all
+// completed, else by the last one.
 void register_predecessors(SpawnedJob *task, const SpawnOptions &options) {
-    // The mutant spawner (lifetime_checks) takes no hold: the runtime's
-    // fault switch, the model's is DependencyCount's own.
-    const bool hold = task->blockers.hold(!BLZ_FAULT_MUTANT(kSpawnerHoldsNoCount));
+    // The mutant spawner (lifetime_checks) counts as it registers and takes
+    // no hold: the runtime's fault switch, the model's is DependencyCount's own.
+    const bool hold = task->blockers.hold(options.num_predecessors(), !BLZ_FAULT_MUTANT(kSpawnerHoldsNoCount));
     DependencyEdge *edge = task->edges;
     for (size_t i = 0; i < options.num_after_tasks; ++i) {
         SpawnedJob *predecessor = options.after_tasks[i];
-        register_edge(task, *edge++, [predecessor](WaiterList::Callback *e, blz_status *status) {
+        register_edge(task, *edge++, hold, [predecessor](WaiterList::Callback *e, blz_status *status) {
             return add_to_task(predecessor, e, status);
         });
     }
     for (size_t i = 0; i < options.num_after_events; ++i) {
         Event *event = options.after_events[i];
-        register_edge(task, *edge++,
+        register_edge(task, *edge++, hold,
                       [event](WaiterList::Callback *e, blz_status *status) { return event->add_callback(e, status); });
     }
     for (size_t i = 0; i < options.num_after_groups; ++i) {
         Group *group = options.after_groups[i];
-        register_edge(task, *edge++,
+        register_edge(task, *edge++, hold,
                       [group](WaiterList::Callback *e, blz_status *status) { return group->add_callback(e, status); });
     }
     if (hold) release_dependency(task, BLZ_OK);
@@ -265,6 +267,11 @@ void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
     const bool successors_late = BLZ_FAULT_MUTANT(kSuccessorsAfterFinish);
     if (!successors_late) {
         BLZ_FAULT_POINT(kReleasingSuccessors, &registry);
+        // A successor may wait in the continuation only when nothing but
+        // the pool's own code runs between here and this job's return to
+        // Worker::execute: not with an on_done still to call, nor in an
+        // isolated context (its waits must not run what was made outside).
+        Worker::ContinuationWindow window(late_done == nullptr && !t_isolation.on ? Worker::current() : nullptr);
         release_successors(task, status);  // before the exchange: the joiner may free the task after it
     }
     // acquire alone (no exchange) for a task nobody can join: no other

@@ -5,6 +5,7 @@
 #include <new>
 #include <sched.h>
 #include <unistd.h>
+#include <utility>
 
 #include "fault.hpp"
 #include "idle_loop.hpp"
@@ -229,6 +230,17 @@ Found Worker::find_work(bool woken) {
     no_public_tasks();  // an empty pop: our deque is empty
     if (Job *job = steal()) return {job, TraceKind::kJobStolen};
     return {registry_->injector().pop(), TraceKind::kJobInjected};
+}
+
+void Worker::run_continuation() {
+    QueuedJob *job = std::exchange(continuation_, nullptr);
+    const bool run_now = holds_slot_ && !leaving_ && !registry_->cap().over() &&
+                         !registry_->urgent_injector().has_jobs();
+    if (run_now) [[likely]] {
+        run_job(job, TraceKind::kJobOwn);
+    } else {
+        registry_->submit(job);  // public, posted with the fence, as queue_ready would have
+    }
 }
 
 void Worker::execute_traced(Job *job, TraceKind source) {

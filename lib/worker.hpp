@@ -115,15 +115,42 @@ public:
     // Every job on it is public (spawned tasks, promoted forks).
     Job *pop() { return deque_.pop(); }
 
-    // Runs a job taken from `source` (tracing names it).
+    // Runs a job taken from `source` (tracing names it), then the
+    // continuation the job left, if any, and the one that left, and so on.
+    // Every job of the pool runs through here (the only caller of
+    // Job::execute), so a continuation never outlives the job that left it.
     void execute(Job *job, TraceKind source) {
-        if (trace_.attached()) [[unlikely]] {
-            execute_traced(job, source);
-        } else {
-            job->execute(job);
-        }
-        forks_.count_job();
+        run_job(job, source);
+        while (continuation_ != nullptr) [[unlikely]] run_continuation();
     }
+
+    // The continuation (docs/protocol.md, "Continuations"): while a task
+    // that this worker runs releases its successors (SpawnedJob::finish
+    // opens the window), the first successor it makes ready is kept here
+    // rather than pushed, and execute() runs it as soon as the task
+    // returns: no deque push and pop, no fence, no wake-up, as the worker
+    // would have popped it next anyway (its deque is LIFO). True when the
+    // job was taken. Owner only.
+    bool offer_continuation(QueuedJob *job) {
+        if (!continuation_open_ || continuation_ != nullptr) return false;
+        continuation_ = job;
+        return true;
+    }
+    // Open from construction to destruction; not nested (finish is not).
+    class ContinuationWindow {
+    public:
+        explicit ContinuationWindow(Worker *worker) : worker_(worker) {
+            if (worker_ != nullptr) worker_->continuation_open_ = true;
+        }
+        ~ContinuationWindow() {
+            if (worker_ != nullptr) worker_->continuation_open_ = false;
+        }
+        ContinuationWindow(const ContinuationWindow &) = delete;
+        ContinuationWindow &operator=(const ContinuationWindow &) = delete;
+
+    private:
+        Worker *worker_;
+    };
 
     // The slot this worker's trace events go through (trace.hpp).
     TraceSlot &trace_slot() { return trace_; }
@@ -223,6 +250,19 @@ private:
     // Runs a promoted frame's job that its owner took back.
     bool run_taken_back(blz_fork_frame *frame);
 
+    void run_job(Job *job, TraceKind source) {
+        if (trace_.attached()) [[unlikely]] {
+            execute_traced(job, source);
+        } else {
+            job->execute(job);
+        }
+        forks_.count_job();
+    }
+    // Runs the continuation, or pushes it when this worker should not run
+    // it now: a high-priority task waits, the worker is over the cap or
+    // leaving (what the idle loop checks between jobs).
+    void run_continuation();
+
     [[gnu::noinline, gnu::cold]] void execute_traced(Job *job, TraceKind source);
     [[gnu::noinline, gnu::cold]] void trace_woken();
 
@@ -302,6 +342,9 @@ private:
     // spare's retirement, which ends its loop (spare_loop).
     bool holds_slot_ = false;
     bool leaving_ = false;
+    // Owner only: the continuation, and whether one may be offered now.
+    QueuedJob *continuation_ = nullptr;
+    bool continuation_open_ = false;
 };
 
 inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }

@@ -622,3 +622,129 @@ TEST_CASE("fork(): a task waiting for an event is joined in the child, then the 
     CHECK(blz_join(finishing) == BLZ_ETASK);
     blz_event_destroy(later.event.load());
 }
+
+// The continuation (docs/protocol.md, "Continuations"): the successor a
+// task's end makes ready runs next on that task's worker, unless something
+// must go first.
+namespace {
+
+// Tasks that note which worker ran them, and in which order.
+struct Tracks {
+    blz_pool *pool = nullptr;
+    std::atomic<int> next{0};
+};
+struct Track {
+    Tracks *tracks = nullptr;
+    int32_t worker = -1;  // plain: written by the task, read after its join
+    int order = -1;
+    blz_task *spawn_high = nullptr;  // set by a task that spawns a high-priority one
+    Track *high = nullptr;
+};
+void track_fn(void *arg);
+void note(Track *t) {
+    t->worker = blz_worker_index(t->tracks->pool);
+    t->order = t->tracks->next.fetch_add(1);
+}
+void track_fn(void *arg) {
+    auto *t = static_cast<Track *>(arg);
+    note(t);
+    if (t->high == nullptr) return;
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.flags = BLZ_SPAWN_HIGH_PRIORITY;
+    REQUIRE(blz_spawn_ex(t->tracks->pool, track_fn, t->high, &opts, &t->spawn_high) == BLZ_OK);
+}
+
+blz_task *spawn_after_one(blz_pool *pool, blz_fn fn, void *arg, blz_task *const *before, blz_event *const *event,
+                          uint32_t flags = 0, blz_done_fn on_done = nullptr, void *done_arg = nullptr) {
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.flags = flags;
+    opts.on_done = on_done;
+    opts.done_arg = done_arg;
+    opts.after_tasks = before;
+    opts.num_after_tasks = before != nullptr ? 1 : 0;
+    opts.after_events = event;
+    opts.num_after_events = event != nullptr ? 1 : 0;
+    blz_task *task = nullptr;
+    REQUIRE(blz_spawn_ex(pool, fn, arg, &opts, &task) == BLZ_OK);
+    return task;
+}
+
+// A late on_done that waits (bounded) for another task of the pool.
+struct WaitsInDone {
+    std::atomic<blz_task *> other{nullptr};
+    std::atomic<int32_t> status{99};
+};
+void wait_in_done(void *arg, blz_status) {
+    auto *w = static_cast<WaitsInDone *>(arg);
+    w->status.store(blz_task_wait_for(w->other.load(), 5000000000u));  // 5 s
+}
+
+}  // namespace
+
+TEST_CASE("continuation: a chain of tasks stays on the worker that ran its first", "[api][after][continuation]") {
+    Watchdog watchdog("a chain stays on one worker", seconds(60));
+    blz_test::Pool pool(2);
+    constexpr int kLength = 200;
+    Tracks tracks;
+    tracks.pool = pool;
+    std::vector<Track> links(kLength);
+    std::vector<blz_task *> handles(kLength);
+    Event start;
+    for (int i = 0; i < kLength; ++i) {
+        links[i].tracks = &tracks;
+        handles[i] = spawn_after_one(pool, track_fn, &links[i], i > 0 ? &handles[i - 1] : nullptr,
+                                     i == 0 ? start.address() : nullptr);
+    }
+    REQUIRE(blz_event_set(start, BLZ_OK) == BLZ_OK);
+    for (blz_task *h : handles) REQUIRE(blz_join(h) == BLZ_OK);
+    // Each successor was private to its predecessor's worker: no other
+    // worker could take it, however often the second one searched.
+    for (int i = 0; i < kLength; ++i) {
+        CHECK(links[i].order == i);
+        CHECK(links[i].worker == links[0].worker);
+    }
+}
+
+TEST_CASE("continuation: a high-priority task goes first", "[api][after][continuation]") {
+    Watchdog watchdog("a high-priority task before the continuation", seconds(60));
+    blz_test::Pool pool(1);
+    Tracks tracks;
+    tracks.pool = pool;
+    Track high, first, second;
+    high.tracks = first.tracks = second.tracks = &tracks;
+    first.high = &high;  // first spawns `high`, then its end makes `second` ready
+    Event start;
+    blz_task *a = spawn_after_one(pool, track_fn, &first, nullptr, start.address());
+    blz_task *b = spawn_after_one(pool, track_fn, &second, &a, nullptr);
+    REQUIRE(blz_event_set(start, BLZ_OK) == BLZ_OK);
+    REQUIRE(blz_join(b) == BLZ_OK);
+    REQUIRE(blz_join(a) == BLZ_OK);
+    REQUIRE(first.spawn_high != nullptr);
+    REQUIRE(blz_join(first.spawn_high) == BLZ_OK);
+    CHECK(first.order == 0);
+    CHECK(high.order == 1);  // the urgent injector is searched first (blitz.h), and the continuation yields to it
+    CHECK(second.order == 2);
+}
+
+TEST_CASE("continuation: none for a task whose on_done runs after it finished", "[api][after][continuation]") {
+    Watchdog watchdog("no continuation under a late on_done", seconds(60));
+    // One worker: the on_done's wait can only run the successor itself,
+    // from the deque; a successor kept as the continuation would run only
+    // after the on_done returned, and the wait would time out.
+    blz_test::Pool pool(1);
+    std::atomic<int> runs{0};
+    WaitsInDone waits;
+    Event start;
+    blz_task *a = spawn_after_one(pool, count_into, &runs, nullptr, start.address(), BLZ_SPAWN_DONE_AFTER_FINISH,
+                                  wait_in_done, &waits);
+    blz_task *b = spawn_after_one(pool, count_into, &runs, &a, nullptr);
+    waits.other.store(b);
+    REQUIRE(blz_event_set(start, BLZ_OK) == BLZ_OK);
+    REQUIRE(blz_join(a) == BLZ_OK);  // may return before the on_done ended
+    while (waits.status.load() == 99) std::this_thread::sleep_for(milliseconds(1));
+    CHECK(waits.status.load() == BLZ_OK);  // the wait freed b's handle
+    if (waits.status.load() == BLZ_ETIMEDOUT) CHECK(blz_join(b) == BLZ_OK);
+    CHECK(runs.load() == 2);
+}

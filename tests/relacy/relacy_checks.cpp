@@ -93,9 +93,9 @@ struct DependencyHandOff : rl::test_suite<DependencyHandOff<S>, 3> {
     }
 
     void spawn() {
-        const bool hold = count.hold();
+        const bool hold = count.hold(2);
         for (Predecessor &p : predecessors) {
-            count.add();
+            count.count_one(hold);
             p.mutex.lock($);
             const bool already = p.done;
             if (!already) p.registered = true;
