@@ -357,6 +357,9 @@ def main():
     machine = harness.machine(build_dir)
     machine["load_before"] = harness.loadavg()
     probe = os.path.join(build_dir, "bench", "cpu_probe")
+    if not args.smoke and not os.access(probe, os.X_OK):
+        harness.log("graph: bench/cpu_probe was not built: a multi-worker run counts on its own CPU time only")
+        probe = None
     speeds = {} if args.smoke else cpu_speeds(programs[SEQ])
     one_cpu = min(speeds, key=speeds.get) if speeds else None
     machine["cpu_speeds_ms"] = speeds
