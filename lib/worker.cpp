@@ -87,9 +87,12 @@ bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
     // job, which this loop or a thief runs (fork_stack.hpp [F4]).
     ForkHost forks{*this};
     promote_forks(forks, UINT32_MAX);
-    if (t_isolation.on) [[unlikely]] return wait_isolated(latch, deadline);
+    if (t_isolation.on) [[unlikely]] return wait_isolated(latch, deadline);  // offers no continuation
+    const Wait outer = std::exchange(wait_, Wait{&latch, deadline});  // waits nest: the innermost counts
     IdleHost host{*this};
-    return run_until<false>(host, *sleep_, latch, deadline);
+    const bool set = run_until<false>(host, *sleep_, latch, deadline);
+    wait_ = outer;
+    return set;
 }
 
 int64_t Worker::isolation_base() {
@@ -234,8 +237,9 @@ Found Worker::find_work(bool woken) {
 
 void Worker::run_continuation() {
     QueuedJob *job = std::exchange(continuation_, nullptr);
-    const bool run_now = holds_slot_ && !leaving_ && !registry_->cap().over() &&
-                         !registry_->urgent_injector().has_jobs();
+    const bool wait_over = wait_.latch != nullptr && (wait_.latch->probe() || blz::deadline_passed(wait_.deadline));
+    const bool run_now = holds_slot_ && !leaving_ && !wait_over && !registry_->cap().over() &&
+                         !registry_->urgent_injector().has_jobs() && !mailbox_.has_jobs();
     if (run_now) [[likely]] {
         run_job(job, TraceKind::kJobOwn);
     } else {

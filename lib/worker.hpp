@@ -259,8 +259,9 @@ private:
         forks_.count_job();
     }
     // Runs the continuation, or pushes it when this worker should not run
-    // it now: a high-priority task waits, the worker is over the cap or
-    // leaving (what the idle loop checks between jobs).
+    // it now: what the idle loop checks between jobs says so (a
+    // high-priority task or mail waits, the worker is over the cap or
+    // leaving), or the wait it runs in is over.
     void run_continuation();
 
     [[gnu::noinline, gnu::cold]] void execute_traced(Job *job, TraceKind source);
@@ -345,6 +346,14 @@ private:
     // Owner only: the continuation, and whether one may be offered now.
     QueuedJob *continuation_ = nullptr;
     bool continuation_open_ = false;
+    // Owner only: the innermost wait_until under way (no latch: none). A
+    // continuation yields to it once its latch is set or its deadline
+    // passed: the wait's loop would have returned before popping the job.
+    struct Wait {
+        const CoreLatch<> *latch;
+        uint64_t deadline;
+    };
+    Wait wait_{nullptr, 0};
 };
 
 inline Worker &Registry::worker(uint32_t index) const { return workers_[index]; }

@@ -639,6 +639,7 @@ struct Track {
     int order = -1;
     blz_task *spawn_high = nullptr;  // set by a task that spawns a high-priority one
     Track *high = nullptr;
+    blz_status spawn_status = BLZ_OK;  // of that spawn (no Catch2 assertion off the test's thread)
 };
 void track_fn(void *arg);
 void note(Track *t) {
@@ -652,7 +653,7 @@ void track_fn(void *arg) {
     blz_spawn_options opts;
     blz_spawn_options_init(&opts);
     opts.flags = BLZ_SPAWN_HIGH_PRIORITY;
-    REQUIRE(blz_spawn_ex(t->tracks->pool, track_fn, t->high, &opts, &t->spawn_high) == BLZ_OK);
+    t->spawn_status = blz_spawn_ex(t->tracks->pool, track_fn, t->high, &opts, &t->spawn_high);
 }
 
 blz_task *spawn_after_one(blz_pool *pool, blz_fn fn, void *arg, blz_task *const *before, blz_event *const *event,
@@ -669,6 +670,28 @@ blz_task *spawn_after_one(blz_pool *pool, blz_fn fn, void *arg, blz_task *const 
     blz_task *task = nullptr;
     REQUIRE(blz_spawn_ex(pool, fn, arg, &opts, &task) == BLZ_OK);
     return task;
+}
+
+// A job that spawns c, then d after c, joins c and notes when it resumed.
+struct JoinsFirst {
+    Tracks tracks;
+    Track c, d;
+    blz_task *d_handle = nullptr;
+    blz_status spawn_c = BLZ_OK, spawn_d = BLZ_OK, join_c = BLZ_OK;
+    int resumed = -1;
+};
+void joins_first(void *arg) {
+    auto *j = static_cast<JoinsFirst *>(arg);
+    blz_task *c = nullptr;
+    j->spawn_c = blz_spawn(j->tracks.pool, track_fn, &j->c, &c);
+    if (j->spawn_c != BLZ_OK) return;
+    blz_spawn_options opts;
+    blz_spawn_options_init(&opts);
+    opts.after_tasks = &c;
+    opts.num_after_tasks = 1;
+    j->spawn_d = blz_spawn_ex(j->tracks.pool, track_fn, &j->d, &opts, &j->d_handle);
+    j->join_c = blz_join(c);
+    j->resumed = j->tracks.next.fetch_add(1);
 }
 
 // A late on_done that waits (bounded) for another task of the pool.
@@ -721,6 +744,7 @@ TEST_CASE("continuation: a high-priority task goes first", "[api][after][continu
     REQUIRE(blz_event_set(start, BLZ_OK) == BLZ_OK);
     REQUIRE(blz_join(b) == BLZ_OK);
     REQUIRE(blz_join(a) == BLZ_OK);
+    REQUIRE(first.spawn_status == BLZ_OK);
     REQUIRE(first.spawn_high != nullptr);
     REQUIRE(blz_join(first.spawn_high) == BLZ_OK);
     CHECK(first.order == 0);
@@ -747,4 +771,25 @@ TEST_CASE("continuation: none for a task whose on_done runs after it finished", 
     CHECK(waits.status.load() == BLZ_OK);  // the wait freed b's handle
     if (waits.status.load() == BLZ_ETIMEDOUT) CHECK(blz_join(b) == BLZ_OK);
     CHECK(runs.load() == 2);
+}
+
+TEST_CASE("continuation: a wait that the task's end satisfied returns before the successor runs",
+          "[api][after][continuation]") {
+    Watchdog watchdog("a satisfied wait before the continuation", seconds(60));
+    // One worker: the job joins c inside its wait; c's end makes d ready
+    // and sets the join's latch. The wait returns first, as it did before
+    // continuations; d runs after the job (with the continuation run
+    // regardless, d would run inside the join, before the job resumed).
+    blz_test::Pool pool(1);
+    JoinsFirst j;
+    j.tracks.pool = pool;
+    j.c.tracks = j.d.tracks = &j.tracks;
+    REQUIRE(blz_call(pool, joins_first, &j) == BLZ_OK);
+    REQUIRE(j.spawn_c == BLZ_OK);
+    REQUIRE(j.spawn_d == BLZ_OK);
+    CHECK(j.join_c == BLZ_OK);
+    REQUIRE(blz_join(j.d_handle) == BLZ_OK);
+    CHECK(j.c.order == 0);
+    CHECK(j.resumed == 1);
+    CHECK(j.d.order == 2);
 }
