@@ -3,8 +3,8 @@
 // blitz.h ("Dependencies" at blz_spawn_ex). The races of an event set
 // against its successor's spawn, and of a predecessor's end against a
 // group cancel, are held open in tests/fault/lifetime_checks.cpp; the
-// count's hand-off is model-checked in docs/model/blitz.pml. Every case
-// runs under a watchdog.
+// count's hand-off is model-checked by Relacy (tests/relacy: "dependency
+// count hand-off"). Every case runs under a watchdog.
 #include <catch2/catch.hpp>
 
 #include <atomic>
