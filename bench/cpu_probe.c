@@ -14,15 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "kernels.h"
 
 enum { MAX_THREADS = 64 };
-
-static double seconds(clockid_t clock) {
-    struct timespec t;
-    clock_gettime(clock, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 typedef struct probe_thread {
     double spin_s;
@@ -31,11 +26,11 @@ typedef struct probe_thread {
 
 static void *spin(void *p) {
     probe_thread *t = p;
-    double start = seconds(CLOCK_MONOTONIC), cpu_start = seconds(CLOCK_THREAD_CPUTIME_ID);
+    double start = bench_wall(), cpu_start = bench_thread_cpu();
     volatile unsigned long sink = 0;
-    while (seconds(CLOCK_MONOTONIC) - start < t->spin_s)
+    while (bench_wall() - start < t->spin_s)
         for (unsigned i = 0; i < 1000; ++i) sink += i;
-    t->cpu_s = seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_start;
+    t->cpu_s = bench_thread_cpu() - cpu_start;
     return NULL;
 }
 

@@ -18,6 +18,7 @@ static double seconds_of(clockid_t clock) {
 
 double bench_wall(void) { return seconds_of(CLOCK_MONOTONIC); }
 double bench_cpu(void) { return seconds_of(CLOCK_PROCESS_CPUTIME_ID); }
+double bench_thread_cpu(void) { return seconds_of(CLOCK_THREAD_CPUTIME_ID); }
 
 void bench_sleep_until(double deadline) {
     struct timespec ts;

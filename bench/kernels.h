@@ -14,9 +14,11 @@
 extern "C" {
 #endif
 
-/* Clocks, in seconds: CLOCK_MONOTONIC and the whole process's CPU time. */
+/* Clocks, in seconds: CLOCK_MONOTONIC, the whole process's CPU time and
+ * the calling thread's. */
 double bench_wall(void);
 double bench_cpu(void);
+double bench_thread_cpu(void);
 /* Sleeps until the CLOCK_MONOTONIC time `deadline` (seconds). */
 void bench_sleep_until(double deadline);
 void bench_sleep(double seconds);

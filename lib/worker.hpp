@@ -129,8 +129,9 @@ public:
     // opens the window), the first successor it makes ready is kept here
     // rather than pushed, and execute() runs it as soon as the task
     // returns: no deque push and pop, no fence, no wake-up, as the worker
-    // would have popped it next anyway (its deque is LIFO). True when the
-    // job was taken. Owner only.
+    // would have popped it next anyway (its deque is LIFO) unless its loop
+    // had something to check first (run_continuation). True when the job
+    // was taken. Owner only.
     bool offer_continuation(QueuedJob *job) {
         if (!continuation_open_ || continuation_ != nullptr) return false;
         continuation_ = job;
