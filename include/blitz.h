@@ -337,7 +337,9 @@ typedef struct blz_stats {
     uint32_t sleeping_now;
     /** Workers not running a job right now (searching or sleeping). */
     uint32_t inactive_now;
-    /** Jobs taken from a queue (own deque, a steal or the injector) and run. */
+    /** Jobs taken from a queue (own deque, a steal or the injector) and run.
+     *  A job is counted as it starts, so one whose end the caller has seen
+     *  (blz_call or a join returned) is always in the count. */
     uint64_t jobs_executed;
     /** Jobs that came from threads outside the pool. */
     uint64_t jobs_injected;

@@ -252,12 +252,15 @@ private:
     bool run_taken_back(blz_fork_frame *frame);
 
     void run_job(Job *job, TraceKind source) {
+        // Counted before it runs, as the inline fork path counts: the job's
+        // end (a latch set with release) then publishes the count too, so a
+        // caller that saw blz_call or a join return finds the job in its stats.
+        forks_.count_job();
         if (trace_.attached()) [[unlikely]] {
             execute_traced(job, source);
         } else {
             job->execute(job);
         }
-        forks_.count_job();
     }
     // Runs the continuation, or pushes it when this worker should not run
     // it now: what the idle loop checks between jobs says so (a

@@ -229,6 +229,8 @@ pub struct blz_stats {
     /// Workers not running a job right now (searching or sleeping).
     pub inactive_now: u32,
     /// Jobs taken from a queue (own deque, a steal or the injector) and run.
+    /// A job is counted as it starts, so one whose end the caller has seen
+    /// (blz_call or a join returned) is always in the count.
     pub jobs_executed: u64,
     /// Jobs that came from threads outside the pool.
     pub jobs_injected: u64,
