@@ -1212,8 +1212,10 @@ BLZ_API void blz_spawn_options_init(blz_spawn_options *opts);
  * blz_event_set, the tasks of a group) happens before fn starts. The last
  * predecessor's thread queues the task (from an event's setter: the task
  * goes to the pool's queue as a spawn from outside does) and never runs it
- * itself; a task with any number of predecessors or successors costs a
- * constant amount of work per edge, and none recurses.
+ * inside the predecessor: a worker whose task's end made it ready may run
+ * it next, once that task has returned (docs/protocol.md, "Continuations");
+ * a task with any number of predecessors or successors costs a constant
+ * amount of work per edge, and none recurses.
  *
  * A predecessor that ended in BLZ_ETASK or BLZ_ECANCELED cancels the task,
  * unless opts->flags holds BLZ_SPAWN_AFTER_ANY_END: fn is not called, the

@@ -32,6 +32,14 @@
 //       is one of the pool's workers inside accepted work (ACTIVE > 0, so
 //       destroy is still waiting); a pin by a thread whose waiter, a
 //       worker of this pool, cannot have returned yet.
+//  [A5] A worker may give back the units of tasks that ended on it later
+//       than at their end, a batch at a time (Worker::leave_later), but
+//       always before it stops running (searches, sleeps or parks) and
+//       before its thread leaves the slot (Worker::settle). ACTIVE then
+//       counts too many, never too few, and only while the worker runs:
+//       the drain waits at most until it next looks for work, which it
+//       does once no work is left; and a worker outside accepted work
+//       (a hook) holds none, so [A1]'s admission after CLOSED is unchanged.
 //
 // The class is a template on the synchronisation policy (sync.hpp) so that
 // the model checker runs this very code (tests/relacy: the destroy path).

@@ -74,6 +74,7 @@ enum class Mutant {
     kSuccessorsAfterFinish, // a finishing task releases its successors after handing itself to its joiner
     kSpareRetiresOnStaleCount, // a spare decides to retire on counts read before the spare lock, not under it
     kSpareExitIgnoresBlocked,  // a retired spare frees its slot although a blocked thread found no stand-in meanwhile
+    kSettleOnlyAtExit,      // a worker hands back its ended tasks' units and blocks only when its thread ends
 };
 
 // Set by the test before it starts the scenario (relaxed reads: no order needed).

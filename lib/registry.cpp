@@ -347,6 +347,9 @@ void Registry::run_worker(Worker &worker) {
             worker.main_loop();
         }
         if (on_thread_stop_ != nullptr) run_user_hook(on_thread_stop_, worker.index());
+        // Before the slot may pass to another thread [B4], and before the
+        // pool, which frees its recycler after joining this thread, goes.
+        worker.settle();
         // [B4] A retired spare whose slot is needed again runs as a new
         // spare on this thread; else the slot may get a new thread from
         // here on, and this one reads nothing of it any more (restore()

@@ -28,6 +28,29 @@ void free_task(SpawnedJob *task) {
     task->~SpawnedJob();
     release_job_block_here(task);
 }
+
+// A detached task's memory, for the next spawn into its pool (likely from
+// the thread that spawned this one): through this worker's batch when it
+// is one of the pool's workers, which the pool outlives.
+void recycle(Registry &registry, void *block) {
+    Worker *worker = Worker::current();
+    if (registry.is_own(worker)) [[likely]] {
+        worker->recycle(block);
+    } else {
+        registry.recycle(block);
+    }
+}
+
+// The task's unit of accepted work, through this worker's batch when it is
+// one of the pool's workers (admission.hpp [A5]).
+void leave(Registry &registry) {
+    Worker *worker = Worker::current();
+    if (registry.is_own(worker)) [[likely]] {
+        worker->leave_later();
+    } else {
+        registry.leave();
+    }
+}
 }
 
 SpawnedJob::SpawnedJob(Registry &owner, blz_fn task_fn, void *task_arg, const SpawnOptions &options,
@@ -283,7 +306,7 @@ void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
     if (joiner != kDetached) joiner = task->joiner.exchange(kFinished, std::memory_order_acq_rel);
     if (joiner == kDetached) {
         task->~SpawnedJob();
-        registry.recycle(task);  // for the next spawn, likely from the thread that spawned this one
+        recycle(registry, task);
     } else if (joiner != nullptr) {
         BLZ_FAULT_POINT(kTaskTookLatch, &registry);
         joiner->set();
@@ -302,7 +325,7 @@ void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
             call_on_done(registry, nullptr, late_done, done_arg, status);
         }
     }
-    registry.leave();
+    leave(registry);
 }
 
 namespace {

@@ -82,6 +82,10 @@ struct Worker::IdleHost {
     void sit_out_cap() { w.sit_out_cap(); }
 };
 
+void Worker::settle_units() {
+    registry_->leave(std::exchange(units_to_leave_, 0));
+}
+
 bool Worker::wait_until(CoreLatch<> &latch, uint64_t deadline) {
     // Before running anything else: every pending fork of ours becomes a
     // job, which this loop or a thief runs (fork_stack.hpp [F4]).

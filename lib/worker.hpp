@@ -61,6 +61,11 @@ struct Found {
 class alignas(kCacheLine) Worker {
 public:
     Worker(Registry &registry, uint32_t index);
+    // The pool frees its workers before its recycler: blocks a batch still
+    // holds (a forked child's copy of a busy worker) go to the recycler.
+    ~Worker() { recycled_.flush(registry_->recycler()); }
+    Worker(const Worker &) = delete;
+    Worker &operator=(const Worker &) = delete;
     bool init() { return deque_.init() && forks_.init(reinterpret_cast<const blz_pool *>(registry_)); }
 
     static Worker *current() { return t_current_worker; }
@@ -110,6 +115,25 @@ public:
     // Any thread, after a seq-cst fence: whether this deque may hold a
     // public spawned task (publish.hpp).
     bool offers_tasks() const { return offers_public_tasks(public_tasks_, deque_); }
+
+    // What a task that ends on this worker hands back to its pool, held
+    // and handed over kBatch at a time: one write to each of two lines all
+    // workers share (the recycler's head and the admission word) per batch
+    // instead of per task. Held, they delay nothing but the blocks' reuse
+    // and destroy's wait; settle() hands everything over whenever the
+    // worker leaves the running phase (enter_phase: before it searches,
+    // sleeps or parks) and before its thread leaves the slot. Owner only.
+    static constexpr uint32_t kBatch = RecycleBatch::kBlocks;
+    // A detached task's memory, for the pool's next spawn (RecycleBatch, job_memory.hpp).
+    void recycle(void *block) { recycled_.add(block, registry_->recycler()); }
+    // One unit of accepted work finished (admission.hpp [A5]).
+    void leave_later() {
+        if (++units_to_leave_ == kBatch) settle_units();
+    }
+    void settle() {
+        recycled_.flush(registry_->recycler());
+        if (units_to_leave_ != 0) settle_units();
+    }
 
     // Pops from this worker's deque (newest first); nullptr when empty.
     // Every job on it is public (spawned tasks, promoted forks).
@@ -275,10 +299,20 @@ private:
     // a search or sleep that ended becomes a span.
     void enter_phase(Phase next) {
         const EndedPhase ended = clock_.enter(next);
-        if (ended.phase == next || ended.phase == Phase::kRunning || !trace_.attached()) return;
+        if (ended.phase == next) return;
+        if (ended.phase == Phase::kRunning && !BLZ_FAULT_MUTANT(kSettleOnlyAtExit)) {
+            // No task of ours can end until we run again: hand over what
+            // ended ones left (settle()). Never under a sleep mutex: the
+            // sleep protocol's on_block comes from searching, not running.
+            settle();
+            return;
+        }
+        if (!trace_.attached()) return;
         const TraceKind kind = ended.phase == Phase::kSearching ? TraceKind::kSearch : TraceKind::kSleep;
         trace_.write({ended.begin_ns, ended.end_ns, 0, kind});
     }
+
+    [[gnu::noinline]] void settle_units();
 
     // The worker as the host of the idle loop (idle_loop.hpp): run_until
     // is wait_until's and main_loop's loop, search_until its idle period.
@@ -350,6 +384,9 @@ private:
     // Owner only: the continuation, and whether one may be offered now.
     QueuedJob *continuation_ = nullptr;
     bool continuation_open_ = false;
+    // Owner only: see settle().
+    RecycleBatch recycled_;
+    uint32_t units_to_leave_ = 0;
     // Owner only: the innermost wait_until under way (no latch: none). A
     // continuation yields to it once its latch is set or its deadline
     // passed: the wait's loop would have returned before popping the job.

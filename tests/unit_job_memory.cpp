@@ -75,6 +75,27 @@ TEST_CASE("job memory: recycled blocks are reused before the heap, joined ones t
     }).join();  // the thread's cache frees what it holds (LeakSanitizer/valgrind would see a leak)
 }
 
+TEST_CASE("job memory: a worker's batch reaches the recycler when full, and all of it when flushed",
+          "[job_memory]") {
+    constexpr uint32_t kFull = blz::RecycleBatch::kBlocks;
+    TestBlocks storage(kFull + 3);
+    blz::JobRecycler recycler;
+    blz::RecycleBatch batch;
+    for (uint32_t i = 0; i + 1 < kFull; ++i) batch.add(storage.blocks[i], recycler);
+    CHECK(recycler.take_all() == nullptr);  // one short of a batch: held
+    batch.add(storage.blocks[kFull - 1], recycler);
+    // The whole batch at once, newest first, as single gives would have left it.
+    std::vector<void *> expected(storage.blocks.rbegin() + 3, storage.blocks.rend());
+    CHECK(blocks_of(recycler.take_all()) == expected);
+    for (uint32_t i = kFull; i < kFull + 3; ++i) batch.add(storage.blocks[i], recycler);
+    CHECK(recycler.take_all() == nullptr);
+    batch.flush(recycler);
+    CHECK(blocks_of(recycler.take_all()) ==
+          std::vector<void *>{storage.blocks[kFull + 2], storage.blocks[kFull + 1], storage.blocks[kFull]});
+    batch.flush(recycler);  // empty: gives nothing
+    CHECK(recycler.take_all() == nullptr);
+}
+
 TEST_CASE("job memory: blocks given by many threads are all taken once", "[job_memory][threads]") {
     constexpr int kThreads = 4;
     constexpr int kPerThread = 10000;
@@ -84,8 +105,15 @@ TEST_CASE("job memory: blocks given by many threads are all taken once", "[job_m
     std::vector<std::thread> givers;
     std::set<void *> taken;
     for (int t = 0; t < kThreads; ++t) {
+        // Half the givers one block at a time, half in batches (workers do).
         givers.emplace_back([&, t] {
-            for (void *block : storage[t]->blocks) recycler.give(block);
+            if (t % 2 == 0) {
+                for (void *block : storage[t]->blocks) recycler.give(block);
+                return;
+            }
+            blz::RecycleBatch batch;
+            for (void *block : storage[t]->blocks) batch.add(block, recycler);
+            batch.flush(recycler);
         });
     }
     // Take while they give: nothing lost, nothing twice.
