@@ -438,10 +438,13 @@ void noop(void *) {}
 
 // The spawner is held after queueing its task. A call from here goes into
 // the same injector behind that task, and the pool's one worker takes jobs
-// from it in order: when the call returns, the task has run and left.
+// from it in order: when the call returns, the task has run, and once the
+// worker sleeps, it has handed back the task's unit (admission.hpp [A5]).
+// Destroy then finds only the held call's unit (the mutant: none).
 void run_task_then_destroy(blz_pool *pool) {
     spin_until([] { return g_watch.paused.load(); });
     check(blz_call(pool, noop, nullptr) == BLZ_OK, "blz_call behind the held spawn");
+    spin_until([pool] { return sleeping_now(pool) == 1; });
     destroy_watched(pool);
 }
 
