@@ -29,27 +29,10 @@ void free_task(SpawnedJob *task) {
     release_job_block_here(task);
 }
 
-// A detached task's memory, for the next spawn into its pool (likely from
-// the thread that spawned this one): through this worker's batch when it
-// is one of the pool's workers, which the pool outlives.
-void recycle(Registry &registry, void *block) {
+// This thread's worker when it is one of `registry`'s workers, else nullptr.
+Worker *own_worker(Registry &registry) {
     Worker *worker = Worker::current();
-    if (registry.is_own(worker)) [[likely]] {
-        worker->recycle(block);
-    } else {
-        registry.recycle(block);
-    }
-}
-
-// The task's unit of accepted work, through this worker's batch when it is
-// one of the pool's workers (admission.hpp [A5]).
-void leave(Registry &registry) {
-    Worker *worker = Worker::current();
-    if (registry.is_own(worker)) [[likely]] {
-        worker->leave_later();
-    } else {
-        registry.leave();
-    }
+    return registry.is_own(worker) ? worker : nullptr;
 }
 }
 
@@ -95,7 +78,7 @@ void queue_ready(SpawnedJob *task) {
     // In a forked child the parent's tasks never run (their joins return
     // BLZ_EFORK); an event set in the child must not queue one there.
     if (registry.forked()) return;
-    if (Worker *worker = Worker::current(); registry.is_own(worker)) {
+    if (Worker *worker = own_worker(registry)) {
         if (task->high_priority() || !worker->offer_continuation(task)) post(registry, task);
         return;
     }
@@ -304,9 +287,17 @@ void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
     // visible to us.
     Latch *joiner = task->joiner.load(std::memory_order_acquire);
     if (joiner != kDetached) joiner = task->joiner.exchange(kFinished, std::memory_order_acq_rel);
+    // One of the pool's workers hands back the task's block and unit in
+    // batches (admission.hpp [A5]); the pool outlives its workers' batches.
+    Worker *const own = own_worker(registry);
     if (joiner == kDetached) {
         task->~SpawnedJob();
-        recycle(registry, task);
+        // For the next spawn into the pool, likely from the thread that spawned this task.
+        if (own != nullptr) [[likely]] {
+            own->recycle(task);
+        } else {
+            registry.recycle(task);
+        }
     } else if (joiner != nullptr) {
         BLZ_FAULT_POINT(kTaskTookLatch, &registry);
         joiner->set();
@@ -325,7 +316,11 @@ void SpawnedJob::finish(SpawnedJob *task, blz_status status) {
             call_on_done(registry, nullptr, late_done, done_arg, status);
         }
     }
-    leave(registry);
+    if (own != nullptr) [[likely]] {
+        own->leave_later();
+    } else {
+        registry.leave();
+    }
 }
 
 namespace {

@@ -300,11 +300,11 @@ private:
     void enter_phase(Phase next) {
         const EndedPhase ended = clock_.enter(next);
         if (ended.phase == next) return;
-        if (ended.phase == Phase::kRunning && !BLZ_FAULT_MUTANT(kSettleOnlyAtExit)) {
+        if (ended.phase == Phase::kRunning) {
             // No task of ours can end until we run again: hand over what
             // ended ones left (settle()). Never under a sleep mutex: the
             // sleep protocol's on_block comes from searching, not running.
-            settle();
+            if (!BLZ_FAULT_MUTANT(kSettleOnlyAtExit)) settle();
             return;
         }
         if (!trace_.attached()) return;
